@@ -1,0 +1,246 @@
+/*
+ * backend.h — the HTTP client of sandboxfs.
+ *
+ * A typed C API over libcurl and cJSON for the two wire contracts of
+ * CONTRACT.md: the sandbox contract (execute, files, health) served at each
+ * sandbox's URL, and the orchestrator's /v1/sandbox API. It knows HTTP and
+ * JSON and nothing of FUSE or the journal.
+ *
+ * Thread safety: one struct backend is shared by every thread. Each calling
+ * thread gets its own reused curl easy handle (connections are kept alive and
+ * reused); no lock is held across a network call.
+ *
+ * Every call returns an enum backend_status and, when err is not NULL, fills
+ * *err. Messages never contain a sandbox URL or a token.
+ */
+#ifndef SANDBOXFS_BACKEND_H
+#define SANDBOXFS_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* What happened to a call, by meaning. */
+enum backend_status {
+	BACKEND_OK = 0,
+	/* The request never reached the server (refused, unreachable, DNS,
+	 * connect timeout): it is safe to send it again. */
+	BACKEND_NOT_SENT,
+	/* The request may have been received (timeout or reset after it was
+	 * written, truncated or missing answer): the outcome is unknown. */
+	BACKEND_ANSWER_LOST,
+	BACKEND_INVALID,      /* 400, 415 */
+	BACKEND_DENIED,       /* 401, 403 */
+	BACKEND_NOT_FOUND,    /* 404 */
+	BACKEND_CONFLICT,     /* 409: id live on create, seat busy on execute */
+	BACKEND_TOO_LARGE,    /* 413, or an answer over the configured bound */
+	BACKEND_EXHAUSTED,    /* 429 */
+	BACKEND_SERVER_ERROR, /* 5xx, or another unexpected HTTP status */
+	/* A 2xx answer that does not parse or lacks required fields. For a
+	 * request with effects (execute, create) the outcome is unknown. */
+	BACKEND_BAD_ANSWER,
+	BACKEND_BAD_REQUEST, /* refused locally before sending (bad name, bad URL) */
+	BACKEND_LOCAL,       /* local failure: descriptor I/O, memory */
+};
+
+/* The call an error came from; errno mapping depends on it (409). */
+enum backend_op {
+	BACKEND_OP_EXECUTE,
+	BACKEND_OP_FILE,
+	BACKEND_OP_HEALTH,
+	BACKEND_OP_CREATE,
+	BACKEND_OP_SANDBOX, /* orchestrator get, list, delete */
+};
+
+struct backend_error {
+	enum backend_status status;
+	int http_status; /* 0 when no HTTP answer was read */
+	/* The server's own "error" message when it sent one, else a short
+	 * description of the failure. Never contains a URL or a token. */
+	char message[256];
+};
+
+/* errno for a status, per DESIGN.md §4: 400 EINVAL, 401/403 EACCES,
+ * 404 ENOENT, 409 EEXIST on create and EBUSY otherwise, 413 EFBIG,
+ * 429 EAGAIN, 5xx EIO, not sent ENOTCONN, answer lost EIO. Returns a
+ * positive errno, 0 for BACKEND_OK. */
+int backend_errno(enum backend_status status, enum backend_op op);
+
+/* A short constant name for a status ("not sent", "answer lost", ...). */
+const char *backend_status_name(enum backend_status status);
+
+struct backend_config {
+	long connect_timeout_ms;  /* default 10000 */
+	long request_timeout_ms;  /* small calls: health, delete, listing,
+				     orchestrator; default 60000 */
+	long execute_grace_ms;    /* added to timeoutSeconds; default 30000 */
+	long stall_seconds;       /* a transfer under 1 byte/s for this long
+				     fails; default 30 */
+	size_t max_json_bytes;    /* default 8 MiB */
+	size_t max_exec_bytes;    /* execute answers: two 1 MiB streams,
+				     JSON-escaped; default 16 MiB */
+	size_t max_listing_bytes; /* default 64 MiB */
+	bool tls_insecure;        /* default false: TLS peers are verified */
+	const char *ca_file;      /* NULL: the system's CA store */
+};
+
+/* Fills every field with its default. */
+void backend_config_defaults(struct backend_config *cfg);
+
+struct backend;
+
+/* Creates the shared client; copies cfg. NULL on allocation failure. */
+struct backend *backend_new(const struct backend_config *cfg);
+void backend_free(struct backend *b);
+
+/* Counters since backend_new, for .sandboxfs/stats and the benchmarks. */
+struct backend_stats {
+	uint64_t requests[5]; /* by enum backend_op */
+	uint64_t errors;      /* calls that did not return BACKEND_OK */
+	uint64_t bytes_sent;
+	uint64_t bytes_received;
+	uint64_t connections_opened; /* new TCP connections, not reuses */
+	uint64_t names_dropped;      /* invalid names dropped from listings */
+	uint64_t latency_p50_us;
+	uint64_t latency_p99_us;
+};
+void backend_get_stats(struct backend *b, struct backend_stats *out);
+
+/* --- names --------------------------------------------------------------*/
+
+/* True when name is a valid single path segment: not empty, not "." or
+ * "..", no '/', no control character, at most 255 bytes. */
+bool backend_name_valid(const char *name);
+
+/* True when path is a valid workspace-relative path: "" (the root) or
+ * valid segments joined by single '/', no leading or trailing '/'. */
+bool backend_path_valid(const char *path);
+
+/* --- the sandbox contract -----------------------------------------------
+ * url: the sandbox's base URL (http or https), without trailing path.
+ * path: workspace-relative, see backend_path_valid; each segment is
+ * percent-encoded on the wire. */
+
+struct backend_exec_result {
+	int exit_code;
+	char *out; /* stdout, NUL-terminated, out_len bytes */
+	size_t out_len;
+	char *err; /* stderr */
+	size_t err_len;
+	long duration_ms;
+	bool truncated;
+};
+void backend_exec_result_clear(struct backend_exec_result *r);
+
+/* POST /execute. timeout_s 0 = no limit (and the call waits without
+ * bound); otherwise the call waits timeout_s plus the grace period. */
+enum backend_status backend_execute(struct backend *b, const char *url,
+				    const char *command, long timeout_s,
+				    struct backend_exec_result *out,
+				    struct backend_error *err);
+
+/* GET /files/path of a file, streamed to fd with write(2) from its
+ * current offset. *size_out (may be NULL) receives the bytes written. */
+enum backend_status backend_file_get(struct backend *b, const char *url,
+				     const char *path, int fd,
+				     uint64_t *size_out,
+				     struct backend_error *err);
+
+/* PUT /files/path with the first size bytes of fd, read with pread(2)
+ * from offset 0 (the descriptor's offset is not used). */
+enum backend_status backend_file_put(struct backend *b, const char *url,
+				     const char *path, int fd, uint64_t size,
+				     struct backend_error *err);
+
+/* DELETE /files/path (a file or a whole tree). */
+enum backend_status backend_file_delete(struct backend *b, const char *url,
+					const char *path,
+					struct backend_error *err);
+
+struct backend_entry {
+	char *name;
+	uint64_t size;
+	bool is_dir;
+};
+struct backend_listing {
+	struct backend_entry *entries;
+	size_t count;
+	size_t dropped; /* entries refused: invalid name, negative size,
+			   wrong types */
+};
+void backend_listing_clear(struct backend_listing *l);
+
+/* GET /files/path/ of a directory ("" is the root). */
+enum backend_status backend_list(struct backend *b, const char *url,
+				 const char *path, struct backend_listing *out,
+				 struct backend_error *err);
+
+/* GET /healthz: BACKEND_OK when it answers {"status":"ok"}. */
+enum backend_status backend_health(struct backend *b, const char *url,
+				   struct backend_error *err);
+
+/* --- the orchestrator API ------------------------------------------------*/
+
+struct backend_orchestrator {
+	const char *base_url; /* e.g. http://127.0.0.1:8080 (no /v1/...) */
+	const char *token;    /* bearer token, NULL for none */
+};
+
+enum backend_sandbox_state {
+	BACKEND_SANDBOX_CREATING,
+	BACKEND_SANDBOX_READY,
+	BACKEND_SANDBOX_FAILED,
+	BACKEND_SANDBOX_DELETING,
+	BACKEND_SANDBOX_UNKNOWN_STATE, /* a status string we do not know */
+};
+
+struct backend_sandbox {
+	char *id;
+	char *pool;  /* NULL when poolless */
+	char *image; /* NULL when absent */
+	char *url;   /* NULL when nothing serves; always http(s) otherwise */
+	char *error; /* why it failed, NULL otherwise */
+	enum backend_sandbox_state state;
+};
+void backend_sandbox_clear(struct backend_sandbox *s);
+
+struct backend_sandbox_list {
+	struct backend_sandbox *items;
+	size_t count;
+	size_t dropped; /* malformed entries refused */
+};
+void backend_sandbox_list_clear(struct backend_sandbox_list *l);
+
+struct backend_create_request {
+	const char *id;           /* NULL: the orchestrator generates one */
+	const char *pool;         /* exactly one of pool and image */
+	const char *image;
+	int port;                 /* required with image */
+	long idle_timeout_s;      /* 0: not sent */
+};
+
+/* True when id is an RFC-1123 label: 1-63 lowercase alphanumerics and
+ * interior hyphens. */
+bool backend_sandbox_id_valid(const char *id);
+
+enum backend_status backend_orch_create(struct backend *b,
+					const struct backend_orchestrator *o,
+					const struct backend_create_request *req,
+					struct backend_sandbox *out,
+					struct backend_error *err);
+enum backend_status backend_orch_get(struct backend *b,
+				     const struct backend_orchestrator *o,
+				     const char *id, struct backend_sandbox *out,
+				     struct backend_error *err);
+enum backend_status backend_orch_list(struct backend *b,
+				      const struct backend_orchestrator *o,
+				      struct backend_sandbox_list *out,
+				      struct backend_error *err);
+/* 404 (already gone) is returned as BACKEND_NOT_FOUND; callers that only
+ * want it gone treat that as success. */
+enum backend_status backend_orch_delete(struct backend *b,
+					const struct backend_orchestrator *o,
+					const char *id,
+					struct backend_error *err);
+
+#endif

@@ -1,0 +1,259 @@
+/*
+ * journal.h — the local lifecycle journal of sandboxfs (DESIGN.md §5).
+ *
+ * An append-only file of framed records, one per fact about the outside
+ * world that sandboxfs cannot re-derive: an intent is appended, durably,
+ * before the request it describes is sent, and its outcome after the answer.
+ * The lifecycle state is a pure function of the records (journal_state_apply).
+ * It knows records and files, nothing of HTTP or FUSE.
+ *
+ * Files: DIR/journal (0600, in a 0700 DIR). A torn tail is copied aside to
+ * DIR/journal.torn.<time> and cut. Compaction writes DIR/journal.new and
+ * renames it over DIR/journal.
+ */
+#ifndef SANDBOXFS_JOURNAL_H
+#define SANDBOXFS_JOURNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum journal_kind {
+	/* Sandboxes this mount creates through the orchestrator. */
+	JOURNAL_CREATE_INTENT = 1, /* sandbox, pool | image+port, idle_s */
+	JOURNAL_CREATED,           /* sandbox, url */
+	JOURNAL_CREATE_FAILED,     /* sandbox, error */
+	JOURNAL_CREATE_UNKNOWN,    /* sandbox, error: answer lost / crash */
+	JOURNAL_CREATE_RECONCILED, /* sandbox, url (NULL: it does not exist) */
+	/* Sandboxes given by id and URL; never owned. */
+	JOURNAL_ATTACH, /* sandbox, url */
+	JOURNAL_DETACH, /* sandbox */
+	/* Commands. */
+	JOURNAL_EXEC_INTENT,  /* sandbox, seq, command, timeout_s */
+	JOURNAL_EXEC_RESULT,  /* sandbox, seq, exit_code, duration_ms,
+				 truncated, outputs */
+	JOURNAL_EXEC_UNKNOWN, /* sandbox, seq, error */
+	JOURNAL_EXEC_NOT_RUN, /* sandbox, seq, error */
+	/* Uploads of dirty workspace files. */
+	JOURNAL_UPLOAD_INTENT, /* sandbox, upload_id, path, cache_file, size,
+				  checksum */
+	JOURNAL_UPLOAD_DONE,   /* sandbox, upload_id */
+	JOURNAL_UPLOAD_ABANDONED, /* sandbox, upload_id, error: the sandbox is
+				     gone; cache_file kept for rescue */
+	/* Teardown of owned sandboxes. */
+	JOURNAL_DELETE_INTENT,      /* sandbox */
+	JOURNAL_DELETED,            /* sandbox */
+	JOURNAL_DELETE_UNCONFIRMED, /* sandbox, error */
+	/* Small facts the mount keeps per sandbox. */
+	JOURNAL_SET_TIMEOUT, /* sandbox, timeout_s */
+	JOURNAL_KIND_MAX
+};
+
+/* The output of one stream of a command: inline bytes, or a file under
+ * the state directory written by the caller, with its length and crc32. */
+struct journal_output {
+	char *data;      /* inline bytes (may hold NULs), or NULL */
+	size_t len;      /* length of the output, inline or in the file */
+	char *file;      /* path relative to the journal's directory, or NULL */
+	uint32_t crc32;  /* zlib crc32 of the output */
+};
+
+/* One record. Fields a kind does not use are zero / NULL. Strings are
+ * NUL-terminated; the struct owns them after a read (journal_record_clear). */
+struct journal_record {
+	enum journal_kind kind;
+	uint64_t time_ms; /* wall clock, ms since the epoch; 0 on append means
+			     "now" */
+	char *sandbox;    /* sandbox id */
+	char *url;        /* CREATED, RECONCILED, ATTACH: a capability */
+	char *pool;
+	char *image;
+	int port;
+	long idle_s;
+	uint64_t seq;     /* EXEC_*: sequence number within the sandbox */
+	char *command;
+	long timeout_s;
+	int exit_code;
+	long duration_ms;
+	bool truncated;
+	struct journal_output out; /* EXEC_RESULT stdout */
+	struct journal_output err; /* EXEC_RESULT stderr */
+	uint64_t upload_id; /* UPLOAD_*: unique within the journal */
+	char *path;         /* workspace-relative path */
+	char *cache_file;   /* absolute path of the durable cache copy */
+	uint64_t size;
+	uint32_t checksum;  /* zlib crc32 of the uploaded bytes */
+	char *error;        /* why: FAILED, UNKNOWN, NOT_RUN, UNCONFIRMED */
+};
+void journal_record_clear(struct journal_record *r);
+const char *journal_kind_name(enum journal_kind kind);
+
+/* --- state: a pure function of the records ------------------------------*/
+
+enum journal_sandbox_state {
+	JOURNAL_SB_CREATING,        /* create intent, no outcome yet */
+	JOURNAL_SB_READY,           /* created, reconciled, or attached */
+	JOURNAL_SB_FAILED,          /* create failed */
+	JOURNAL_SB_CREATE_UNKNOWN,  /* create outcome unknown: reconcile by id */
+	JOURNAL_SB_DELETING,        /* delete intent, no outcome yet */
+	JOURNAL_SB_DELETE_UNCONFIRMED,
+	JOURNAL_SB_GONE,            /* deleted, or reconciled as nonexistent */
+	JOURNAL_SB_DETACHED,
+};
+
+enum journal_run_status {
+	JOURNAL_RUN_PENDING,  /* intent only (live only: replay turns it
+				 into UNKNOWN) */
+	JOURNAL_RUN_DONE,
+	JOURNAL_RUN_UNKNOWN,
+	JOURNAL_RUN_NOT_RUN,
+};
+
+struct journal_run {
+	uint64_t seq;
+	char *command;
+	long timeout_s;
+	enum journal_run_status status;
+	int exit_code;
+	long duration_ms;
+	bool truncated;
+	struct journal_output out, err;
+	uint64_t started_ms, ended_ms;
+	char *error;
+};
+
+struct journal_upload {
+	uint64_t upload_id;
+	char *path;
+	char *cache_file;
+	uint64_t size;
+	uint32_t checksum;
+	bool abandoned; /* the sandbox is gone: kept for rescue */
+	char *error;
+};
+
+struct journal_sandbox {
+	char *id;
+	enum journal_sandbox_state state;
+	bool owned;      /* created by this mount (else attached) */
+	char *url;       /* NULL until known */
+	char *pool, *image;
+	int port;
+	long idle_s;
+	long timeout_s;  /* per-sandbox command timeout, 0 = unset */
+	uint64_t created_ms;
+	uint64_t last_seq;      /* highest sequence number ever used */
+	uint64_t commands_run;  /* total, including runs dropped from history */
+	struct journal_run *runs; /* oldest first, at most max_runs */
+	size_t nruns;
+	struct journal_upload *uploads; /* pending and abandoned */
+	size_t nuploads;
+	char *last_error;
+};
+
+struct journal_state {
+	struct journal_sandbox *sandboxes;
+	size_t count;
+	size_t max_runs;        /* history bound per sandbox (default 100) */
+	uint64_t next_upload_id;
+};
+
+void journal_state_init(struct journal_state *st, size_t max_runs);
+void journal_state_clear(struct journal_state *st);
+/* Applies one record; deep-copies what it keeps. Records that do not fit
+ * the state (an outcome without its intent) are kept as facts where
+ * possible and never crash. */
+void journal_state_apply(struct journal_state *st, const struct journal_record *r);
+struct journal_sandbox *journal_state_find(struct journal_state *st, const char *id);
+/* Deep copy, for callers that build their own model from a snapshot. */
+int journal_state_copy(struct journal_state *dst, const struct journal_state *src);
+
+/* --- framing: encode and decode one record -------------------------------*/
+
+/* Encodes r as one framed record (magic, version, length, crc32, payload)
+ * into a malloc'ed buffer. Returns 0 or -errno. */
+int journal_encode(const struct journal_record *r, uint8_t **buf, size_t *len);
+
+enum journal_decode_result {
+	JOURNAL_DECODE_OK,
+	JOURNAL_DECODE_SHORT,   /* buffer ends inside the record: torn */
+	JOURNAL_DECODE_CORRUPT, /* bad magic, version, length or checksum */
+};
+/* Decodes one record at the start of buf. On OK, *used is its length. */
+enum journal_decode_result journal_decode(const uint8_t *buf, size_t len,
+					  struct journal_record *r, size_t *used);
+
+/* --- the journal file ----------------------------------------------------*/
+
+struct journal_options {
+	const char *dir;         /* created 0700 when missing */
+	uint64_t compact_bytes;  /* compaction threshold, default 16 MiB */
+	size_t max_runs;         /* default 100 */
+	bool repair;             /* cut at the first bad record instead of
+				    refusing to open (the bad part is kept
+				    aside) */
+	bool sync;               /* fdatasync each durable append; default
+				    true */
+};
+void journal_options_defaults(struct journal_options *o);
+
+/* What journal_open found, for the mount's log and health file. */
+struct journal_open_report {
+	size_t records;
+	bool torn_tail;            /* a torn last record was cut */
+	uint64_t torn_offset;
+	char torn_copy[512];       /* where the cut bytes were kept */
+	size_t unknown_marked;     /* intents turned into *_UNKNOWN records */
+	bool repaired;
+	char message[512];         /* on failure: names the file and offset */
+};
+
+struct journal;
+
+/* Opens (creating when missing) DIR/journal, replays it, cuts a torn tail,
+ * appends *_UNKNOWN records for intents left without outcome (exec ->
+ * EXEC_UNKNOWN, create -> CREATE_UNKNOWN, delete -> DELETE_UNCONFIRMED;
+ * pending uploads stay pending), registers DIR in the user's registry.
+ * Returns 0, or -errno with report->message saying why (damage: -EBADMSG). */
+int journal_open(const struct journal_options *o, struct journal **out,
+		 struct journal_open_report *report);
+void journal_close(struct journal *j);
+
+/* Appends r (time_ms 0 = now) and applies it to the live state. With
+ * durable, returns only once the record is on disk (fdatasync). Thread
+ * safe. May compact. Returns 0 or -errno. */
+int journal_append(struct journal *j, const struct journal_record *r, bool durable);
+
+/* Makes every earlier append durable. */
+int journal_sync(struct journal *j);
+
+/* A deep copy of the live state (caller clears it). */
+int journal_snapshot(struct journal *j, struct journal_state *out);
+
+/* Next unique upload id (persisted through the records). */
+uint64_t journal_next_upload_id(struct journal *j);
+
+/* Compacts now: writes the live state as a new journal and swaps it in
+ * atomically. Runs beyond max_runs are dropped. */
+int journal_compact(struct journal *j);
+
+/* Size of the journal file in bytes. */
+uint64_t journal_size(struct journal *j);
+
+/* --- tools ---------------------------------------------------------------*/
+
+/* Prints the journal at path, one plain line per record: time, kind,
+ * sandbox, details (URLs shown only as scheme://host/…, never in full).
+ * Reports a torn tail or damage at the end with its offset. Returns 0 when
+ * the file is whole, 1 when damaged, -errno when it cannot be read. */
+int journal_dump(const char *path, FILE *out);
+
+/* The registry of journals this user has used
+ * ($XDG_STATE_HOME/sandboxfs/journals, one directory per line). */
+int journal_registry_add(const char *dir);
+/* Prints one line per registered journal: "ok", "damaged: ..." or
+ * "missing". Returns the number of journals that are not ok. */
+int journal_registry_check(FILE *out);
+
+#endif
