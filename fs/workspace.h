@@ -1,0 +1,112 @@
+/*
+ * workspace.h — ID/workspace/: a POSIX-enough filesystem over the contract's
+ * whole-file HTTP (DESIGN.md §3), with a local write-back cache.
+ *
+ * Two objects:
+ *  - struct wscache, one per mount: the cache directory and its size bound,
+ *    the listing cache, the upload queue and its retry thread, the journal
+ *    records of uploads;
+ *  - struct workspace, one per sandbox, created by the mount when it learns
+ *    of a sandbox.
+ *
+ * The FUSE dispatcher (fs/ops.c) resolves MOUNT/ID/workspace/REL to
+ * (workspace, REL) and calls the workspace_* operation; REL is "" for the
+ * workspace root and never starts or ends with '/'. Operations return 0 or
+ * a negative errno, like FUSE operations. Open files carry a handle whose
+ * first member is a struct fs_handle of kind FS_HANDLE_WORKSPACE.
+ */
+#ifndef SANDBOXFS_FS_WORKSPACE_H
+#define SANDBOXFS_FS_WORKSPACE_H
+
+#define FUSE_USE_VERSION 314
+#include <fuse.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "backend.h"
+#include "journal.h"
+
+struct wscache_config {
+	struct backend *backend;
+	struct journal *journal;
+	const char *cache_dir;     /* created 0700; files 0600 */
+	uint64_t max_bytes;        /* bound of the cache (default 1 GiB) */
+	long listing_ttl_ms;       /* default 1000 */
+	bool show_machinery;       /* show .pool/, .sandbox-agent, ... */
+	uid_t uid;                 /* owner reported for every entry */
+	gid_t gid;
+	/* Runs a shell command in a sandbox through the mount's command path
+	 * (journaled like any command; EBUSY when the seat is taken). Used
+	 * for what the file API cannot do: modes, directory rename. Returns
+	 * 0 and the exit code, or a negative errno. May be NULL in tests. */
+	int (*exec)(void *ctx, const char *sandbox_id, const char *command,
+		    int *exit_code);
+	void *exec_ctx;
+	/* The FUSE session, for kernel cache invalidation (may be NULL). */
+	struct fuse *fuse;
+};
+
+struct wscache;
+struct workspace;
+
+struct wscache *wscache_new(const struct wscache_config *cfg);
+/* Starts the upload retry thread: call from the FUSE init callback. */
+int wscache_start(struct wscache *c);
+/* Stops the thread, tries a last upload of what is pending, frees. */
+void wscache_free(struct wscache *c);
+/* Re-queues the pending uploads a replayed journal holds. */
+int wscache_restore(struct wscache *c, const struct journal_state *st);
+/* Appends health lines ("N uploads pending", "data of gone sandbox ID is
+ * kept in DIR") to out; prints nothing when all is well. Returns the
+ * number of problems. */
+int wscache_health(struct wscache *c, FILE *out);
+/* Appends "key value" stat lines (cache hits, misses, bytes, ...). */
+void wscache_stats(struct wscache *c, FILE *out);
+
+/* The workspace of a sandbox; created on first call, then the same. */
+struct workspace *workspace_get(struct wscache *c, const char *sandbox_id,
+				const char *url);
+/* Drops cached listings and marks cached file contents for revalidation:
+ * called after every command the mount ran in that sandbox. */
+void workspace_invalidate(struct workspace *ws);
+/* Applies what must reach the sandbox before its next command (batched
+ * modes). Called by the command path with the seat held by this mount,
+ * before it sends the user's command. */
+int workspace_before_command(struct workspace *ws);
+/* The sandbox is gone: pending uploads are abandoned (journaled) and their
+ * data kept for rescue under the state directory. */
+void workspace_sandbox_gone(struct workspace *ws);
+/* Detach/forget: flush what can be flushed and drop the object. */
+void workspace_forget(struct wscache *c, const char *sandbox_id);
+
+/* FUSE operations on REL inside the workspace. */
+int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st,
+		      struct fuse_file_info *fi);
+int workspace_readdir(struct workspace *ws, const char *rel, void *buf,
+		      fuse_fill_dir_t filler, enum fuse_readdir_flags flags);
+int workspace_open(struct workspace *ws, const char *rel, struct fuse_file_info *fi);
+int workspace_create(struct workspace *ws, const char *rel, mode_t mode,
+		     struct fuse_file_info *fi);
+int workspace_read(struct fuse_file_info *fi, char *buf, size_t size, off_t off);
+int workspace_write(struct fuse_file_info *fi, const char *buf, size_t size, off_t off);
+int workspace_flush(struct fuse_file_info *fi);
+int workspace_fsync(struct fuse_file_info *fi, int datasync);
+int workspace_release(struct fuse_file_info *fi);
+int workspace_truncate(struct workspace *ws, const char *rel, off_t size,
+		       struct fuse_file_info *fi);
+int workspace_unlink(struct workspace *ws, const char *rel);
+int workspace_mkdir(struct workspace *ws, const char *rel, mode_t mode);
+int workspace_rmdir(struct workspace *ws, const char *rel);
+int workspace_rename(struct workspace *ws, const char *from, const char *to,
+		     unsigned int flags);
+int workspace_chmod(struct workspace *ws, const char *rel, mode_t mode);
+int workspace_chown(struct workspace *ws, const char *rel, uid_t uid, gid_t gid);
+int workspace_utimens(struct workspace *ws, const char *rel, const struct timespec tv[2]);
+int workspace_symlink(struct workspace *ws, const char *target, const char *rel);
+int workspace_link(struct workspace *ws, const char *from, const char *to);
+int workspace_statfs(struct workspace *ws, struct statvfs *st);
+off_t workspace_lseek(struct fuse_file_info *fi, off_t off, int whence);
+
+#endif
