@@ -18,7 +18,9 @@
 #ifndef SANDBOXFS_FS_WORKSPACE_H
 #define SANDBOXFS_FS_WORKSPACE_H
 
+#ifndef FUSE_USE_VERSION
 #define FUSE_USE_VERSION 314
+#endif
 #include <fuse.h>
 #include <stdbool.h>
 #include <stdint.h>
