@@ -335,7 +335,7 @@ static enum backend_status classify(struct xfer *x, CURLcode rc, struct backend_
 			what = curl_easy_strerror(rc);
 			break;
 		}
-		backend_set_error(err, BACKEND_NOT_SENT, 0, "request not sent: %s (%s)",
+		backend_set_error(err, BACKEND_NOT_SENT, 0, "%s (%s)",
 				  what, curl_easy_strerror(rc));
 		return BACKEND_NOT_SENT;
 	}
@@ -364,7 +364,7 @@ static enum backend_status classify(struct xfer *x, CURLcode rc, struct backend_
 			break;
 		}
 		backend_set_error(err, BACKEND_ANSWER_LOST, (int)x->status,
-				  "answer lost: %s (%s)", what, curl_easy_strerror(rc));
+				  "%s (%s)", what, curl_easy_strerror(rc));
 	}
 	return BACKEND_ANSWER_LOST;
 }
