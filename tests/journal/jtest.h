@@ -5,6 +5,7 @@
 #define SANDBOXFS_JTEST_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
