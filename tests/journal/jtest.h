@@ -90,6 +90,7 @@ static inline int jt_write_file(const char *path, const void *data, size_t len)
 static inline uint8_t *jt_read_file(const char *path, size_t *len)
 {
 	FILE *f = fopen(path, "rb");
+	*len = 0;
 	if (!f)
 		return NULL;
 	size_t cap = 4096, n = 0;
