@@ -63,7 +63,8 @@ struct wsfile *file_new(struct workspace *ws, const char *path, const char *adop
 	} else {
 		char name[64];
 		snprintf(name, sizeof(name), "%016" PRIx64 "-%08x",
-			 ws_now_ms() * 1000 + c->name_seq++, (unsigned)rand_r(&c->rand_state));
+			 ws_now_ms() * 1000 + c->name_seq++,
+			 (unsigned)rand_r(&c->rand_state));
 		f->cache_path = ws_join(c->files_dir, name);
 	}
 	if (!f->path || !f->cache_path)
@@ -271,7 +272,9 @@ int cache_fetch(struct wsfile *f)
 		st = backend_file_get(c->cfg.backend, url, path, f->fd, &got, &err);
 	if (st != BACKEND_OK) {
 		if (st != BACKEND_NOT_FOUND)
-			ws_log(ws, "download failed: %s", st == BACKEND_LOCAL && errno ? strerror(errno) : err.message);
+			ws_log(ws, "download failed: %s",
+			       st == BACKEND_LOCAL && errno ? strerror(errno)
+							    : err.message);
 		if (ftruncate(f->fd, 0) < 0)
 			ws_log(ws, "cannot empty a cache file: %s", strerror(errno));
 		got = 0;

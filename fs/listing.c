@@ -11,10 +11,10 @@
 #include "workspace_i.h"
 
 static const char *const machinery[] = {
-	".pool",
-	".sandbox-agent",
-	".pool-exec.fifo",
-	".pool-shim.log",
+    ".pool",
+    ".sandbox-agent",
+    ".pool-exec.fifo",
+    ".pool-shim.log",
 };
 
 bool ws_machinery(const struct workspace *ws, const char *dir, const char *name)
@@ -35,7 +35,8 @@ struct wsdir *dir_cached(struct workspace *ws, const char *path)
 
 static int ent_cmp(const void *a, const void *b)
 {
-	return strcmp(((const struct wsentry *)a)->name, ((const struct wsentry *)b)->name);
+	return strcmp(((const struct wsentry *)a)->name,
+		      ((const struct wsentry *)b)->name);
 }
 
 struct wsentry *dir_find(struct wsdir *d, const char *name)
@@ -85,7 +86,8 @@ static void dir_put(struct wsdir *d, const char *name, uint64_t size, bool is_di
 	if (!copy)
 		return;
 	memmove(d->ents + lo + 1, d->ents + lo, (d->n - lo) * sizeof(*d->ents));
-	d->ents[lo] = (struct wsentry){.name = copy, .size = size, .is_dir = is_dir, .seen = *seen};
+	d->ents[lo] =
+	    (struct wsentry){.name = copy, .size = size, .is_dir = is_dir, .seen = *seen};
 	d->n++;
 }
 
@@ -112,7 +114,8 @@ static bool dir_fresh(const struct workspace *ws, const struct wsdir *d)
 
 /* Local names the server does not list yet: files created here and not
  * uploaded, directories made here. */
-static void dir_merge_local(struct workspace *ws, struct wsdir *d, const struct timespec *now)
+static void dir_merge_local(struct workspace *ws, struct wsdir *d,
+			    const struct timespec *now)
 {
 	for (struct wsfile *f = ws->all; f; f = f->ws_next) {
 		if (!f->path || !file_live(f))
@@ -158,7 +161,8 @@ int dir_load(struct workspace *ws, const char *path, struct wsdir **out)
 		struct timespec ts;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		ts.tv_sec += 1;
-		pthread_cond_timedwait(&c->cond, &c->lock, &ts); /* cond uses CLOCK_MONOTONIC */
+		pthread_cond_timedwait(&c->cond, &c->lock,
+				       &ts); /* cond uses CLOCK_MONOTONIC */
 	}
 	if (!ws->url) {
 		*out = d;
@@ -172,7 +176,7 @@ int dir_load(struct workspace *ws, const char *path, struct wsdir **out)
 	struct backend_listing l = {0};
 	struct backend_error err;
 	enum backend_status st =
-		url ? backend_list(c->cfg.backend, url, path, &l, &err) : BACKEND_LOCAL;
+	    url ? backend_list(c->cfg.backend, url, path, &l, &err) : BACKEND_LOCAL;
 	free(url);
 
 	pthread_mutex_lock(&c->lock);
@@ -199,11 +203,14 @@ int dir_load(struct workspace *ws, const char *path, struct wsdir **out)
 		}
 		for (size_t i = 0; i < l.count; i++) {
 			struct backend_entry *e = &l.entries[i];
-			if (!backend_name_valid(e->name) || ws_machinery(ws, path, e->name) ||
+			if (!backend_name_valid(e->name) ||
+			    ws_machinery(ws, path, e->name) ||
 			    strcmp(e->name, WS_PLACEHOLDER) == 0)
 				continue;
-			d->ents[d->n++] = (struct wsentry){
-				.name = e->name, .size = e->size, .is_dir = e->is_dir, .seen = now};
+			d->ents[d->n++] = (struct wsentry){.name = e->name,
+							   .size = e->size,
+							   .is_dir = e->is_dir,
+							   .seen = now};
 			e->name = NULL;
 		}
 		qsort(d->ents, d->n, sizeof(*d->ents), ent_cmp);

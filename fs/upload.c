@@ -50,9 +50,10 @@ void upload_supersede(struct wscache *c, const char *sandbox, uint64_t id)
 	if (!c->cfg.journal || !id)
 		return;
 	struct journal_record r = {
-		.kind = JOURNAL_UPLOAD_DONE, .sandbox = (char *)sandbox, .upload_id = id};
+	    .kind = JOURNAL_UPLOAD_DONE, .sandbox = (char *)sandbox, .upload_id = id};
 	if (journal_append(c->cfg.journal, &r, true) < 0)
-		fprintf(stderr, "sandboxfs: workspace %s: cannot journal a superseded upload\n",
+		fprintf(stderr,
+			"sandboxfs: workspace %s: cannot journal a superseded upload\n",
 			sandbox);
 }
 
@@ -74,8 +75,8 @@ void upload_schedule(struct wsfile *f, int err)
 
 static bool status_permanent(enum backend_status st)
 {
-	return st == BACKEND_INVALID || st == BACKEND_TOO_LARGE || st == BACKEND_BAD_REQUEST ||
-	       st == BACKEND_DENIED;
+	return st == BACKEND_INVALID || st == BACKEND_TOO_LARGE ||
+	       st == BACKEND_BAD_REQUEST || st == BACKEND_DENIED;
 }
 
 int upload_locked(struct wsfile *f)
@@ -139,7 +140,8 @@ int upload_locked(struct wsfile *f)
 						   .checksum = crc};
 			rc = journal_append(j, &r, true);
 			if (rc < 0) {
-				ws_log(ws, "cannot journal an upload intent: %s", strerror(-rc));
+				ws_log(ws, "cannot journal an upload intent: %s",
+				       strerror(-rc));
 				rc = -EIO;
 				goto fail_local;
 			}
@@ -157,11 +159,13 @@ int upload_locked(struct wsfile *f)
 	}
 
 	struct backend_error err = {0};
-	enum backend_status st = backend_file_put(c->cfg.backend, url, path, fd, size, &err);
+	enum backend_status st =
+	    backend_file_put(c->cfg.backend, url, path, fd, size, &err);
 	if (st == BACKEND_OK) {
 		if (j) {
-			struct journal_record r = {
-				.kind = JOURNAL_UPLOAD_DONE, .sandbox = sandbox, .upload_id = id};
+			struct journal_record r = {.kind = JOURNAL_UPLOAD_DONE,
+						   .sandbox = sandbox,
+						   .upload_id = id};
 			if (journal_append(j, &r, false) < 0)
 				ws_log(ws, "cannot journal an upload outcome");
 		}
@@ -177,7 +181,8 @@ int upload_locked(struct wsfile *f)
 		f->epoch = ws->epoch;
 		if (f->path && strcmp(f->path, path) == 0) {
 			struct wsmeta *m = meta_get(ws, path, false);
-			dir_upsert(ws, path, size, false, m && m->has_times ? NULL : &f->mtime);
+			dir_upsert(ws, path, size, false,
+				   m && m->has_times ? NULL : &f->mtime);
 			/* A PUT may have replaced the file: apply its mode again. */
 			if (m && m->has_mode && m->mode != 0644)
 				m->mode_queued = true;
@@ -189,7 +194,8 @@ int upload_locked(struct wsfile *f)
 		return 0;
 	}
 	rc = -ws_backend_errno(st);
-	ws_log(ws, "upload failed (%s), kept pending: %s", backend_status_name(st), err.message);
+	ws_log(ws, "upload failed (%s), kept pending: %s", backend_status_name(st),
+	       err.message);
 	pthread_mutex_lock(&c->lock);
 	c->n.upload_failures++;
 	f->permanent = status_permanent(st);
@@ -253,7 +259,8 @@ void *upload_thread(void *arg)
 			continue;
 		}
 		if (file_ref(f) < 0) {
-			ws_log(f->ws, "cannot open a pending cache file: %s", strerror(errno));
+			ws_log(f->ws, "cannot open a pending cache file: %s",
+			       strerror(errno));
 			f->permanent = true;
 			continue;
 		}

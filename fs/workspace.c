@@ -427,7 +427,8 @@ void wscache_free(struct wscache *c)
 	int failed = flush_all(c, NULL);
 	if (failed)
 		fprintf(stderr,
-			"sandboxfs: %d uploads still pending; they are retried at the next mount\n",
+			"sandboxfs: %d uploads still pending; they are retried at the "
+			"next mount\n",
 			failed);
 	while (c->wss) {
 		struct workspace *ws = c->wss;
@@ -487,7 +488,8 @@ static struct workspace *ws_get_locked(struct wscache *c, const char *id, const 
 	return ws;
 }
 
-struct workspace *workspace_get(struct wscache *c, const char *sandbox_id, const char *url)
+struct workspace *workspace_get(struct wscache *c, const char *sandbox_id,
+				const char *url)
 {
 	if (!c || !sandbox_id)
 		return NULL;
@@ -598,8 +600,8 @@ int workspace_before_command(struct workspace *ws)
 		struct wsmeta **batch = NULL;
 		size_t n = 0, cap = 0, bytes = 0;
 		for (size_t i = 0; i < ws->metas.nb && bytes < MODE_BATCH_BYTES; i++)
-			for (struct hlink *l = ws->metas.b[i]; l && bytes < MODE_BATCH_BYTES;
-			     l = l->next) {
+			for (struct hlink *l = ws->metas.b[i];
+			     l && bytes < MODE_BATCH_BYTES; l = l->next) {
 				struct wsmeta *m = ws_container_of(l, struct wsmeta, h);
 				if (!m->mode_queued)
 					continue;
@@ -609,7 +611,8 @@ int workspace_before_command(struct workspace *ws)
 					continue;
 				if (n == cap) {
 					cap = cap ? cap * 2 : 32;
-					struct wsmeta **p = realloc(batch, cap * sizeof(*p));
+					struct wsmeta **p =
+					    realloc(batch, cap * sizeof(*p));
 					if (!p)
 						break;
 					batch = p;
@@ -760,17 +763,19 @@ void workspace_sandbox_gone(struct workspace *ws)
 	for (size_t i = 0; i < k; i++) {
 		if (items[i].cache && items[i].path) {
 			char *d = NULL;
-			if (rescue_keep(c, ws->id, items[i].path, items[i].cache, &d) == 0 &&
+			if (rescue_keep(c, ws->id, items[i].path, items[i].cache, &d) ==
+				0 &&
 			    !dir)
 				dir = d;
 			else
 				free(d);
 		}
 		if (c->cfg.journal && items[i].id) {
-			struct journal_record r = {.kind = JOURNAL_UPLOAD_ABANDONED,
-						   .sandbox = ws->id,
-						   .upload_id = items[i].id,
-						   .error = "the sandbox is gone; data kept for rescue"};
+			struct journal_record r = {
+			    .kind = JOURNAL_UPLOAD_ABANDONED,
+			    .sandbox = ws->id,
+			    .upload_id = items[i].id,
+			    .error = "the sandbox is gone; data kept for rescue"};
 			journal_append(c->cfg.journal, &r, true);
 		}
 		free(items[i].path);
@@ -856,7 +861,8 @@ int wscache_restore(struct wscache *c, const struct journal_state *st)
 			struct stat sb_st;
 			if (stat(u->cache_file, &sb_st) < 0) {
 				fprintf(stderr,
-					"sandboxfs: workspace of %s: the cache file of a pending "
+					"sandboxfs: workspace of %s: the cache file of a "
+					"pending "
 					"upload is missing; that upload is lost\n",
 					sb->id);
 				pthread_mutex_lock(&c->lock);
@@ -864,10 +870,10 @@ int wscache_restore(struct wscache *c, const struct journal_state *st)
 				pthread_mutex_unlock(&c->lock);
 				if (c->cfg.journal) {
 					struct journal_record r = {
-						.kind = JOURNAL_UPLOAD_ABANDONED,
-						.sandbox = sb->id,
-						.upload_id = u->upload_id,
-						.error = "cache file missing at restore"};
+					    .kind = JOURNAL_UPLOAD_ABANDONED,
+					    .sandbox = sb->id,
+					    .upload_id = u->upload_id,
+					    .error = "cache file missing at restore"};
 					journal_append(c->cfg.journal, &r, true);
 				}
 				continue;
@@ -878,10 +884,11 @@ int wscache_restore(struct wscache *c, const struct journal_state *st)
 				free(dir);
 				if (c->cfg.journal) {
 					struct journal_record r = {
-						.kind = JOURNAL_UPLOAD_ABANDONED,
-						.sandbox = sb->id,
-						.upload_id = u->upload_id,
-						.error = "the sandbox is gone; data kept for rescue"};
+					    .kind = JOURNAL_UPLOAD_ABANDONED,
+					    .sandbox = sb->id,
+					    .upload_id = u->upload_id,
+					    .error = "the sandbox is gone; data kept for "
+						     "rescue"};
 					journal_append(c->cfg.journal, &r, true);
 				}
 				continue;
@@ -939,7 +946,8 @@ int wscache_restore(struct wscache *c, const struct journal_state *st)
 			bool used = false;
 			pthread_mutex_lock(&c->lock);
 			for (struct workspace *ws = c->wss; ws && !used; ws = ws->next)
-				for (struct wsfile *f = ws->all; f && !used; f = f->ws_next)
+				for (struct wsfile *f = ws->all; f && !used;
+				     f = f->ws_next)
 					used = strcmp(f->cache_path, p) == 0;
 			pthread_mutex_unlock(&c->lock);
 			if (!used)
@@ -971,7 +979,8 @@ int wscache_health(struct wscache *c, FILE *out)
 		problems++;
 	}
 	if (stuck) {
-		fprintf(out, "%zu uploads refused by the server (retried at the next close)\n",
+		fprintf(out,
+			"%zu uploads refused by the server (retried at the next close)\n",
 			stuck);
 		problems++;
 	}
@@ -985,8 +994,8 @@ int wscache_health(struct wscache *c, FILE *out)
 		while ((de = readdir(d))) {
 			if (de->d_name[0] == '.')
 				continue;
-			fprintf(out, "data of gone sandbox %s is kept in %s/%s\n", de->d_name,
-				c->rescue_dir, de->d_name);
+			fprintf(out, "data of gone sandbox %s is kept in %s/%s\n",
+				de->d_name, c->rescue_dir, de->d_name);
 			problems++;
 		}
 		closedir(d);

@@ -59,11 +59,11 @@ struct wsdir {
 	char *path;
 	struct wsentry *ents; /* sorted by name */
 	size_t n, cap;
-	int err;             /* 0, or -errno the last fetch gave (cached too) */
-	bool loaded;         /* ents/err hold a fetch result */
-	bool fetching;       /* a thread is fetching it; others wait */
+	int err;	     /* 0, or -errno the last fetch gave (cached too) */
+	bool loaded;	     /* ents/err hold a fetch result */
+	bool fetching;	     /* a thread is fetching it; others wait */
 	uint64_t fetched_ms; /* monotonic; 0 = stale */
-	uint64_t epoch;      /* ws->epoch at the fetch */
+	uint64_t epoch;	     /* ws->epoch at the fetch */
 };
 
 /* --- local metadata the contract has no place for --------------------------*/
@@ -72,7 +72,7 @@ struct wsmeta {
 	struct hlink h; /* key: path */
 	char *path;
 	bool has_mode;
-	mode_t mode;      /* permission bits, applied or queued */
+	mode_t mode;	  /* permission bits, applied or queued */
 	bool mode_queued; /* not yet applied in the sandbox */
 	bool has_times;
 	struct timespec atime, mtime;
@@ -81,29 +81,29 @@ struct wsmeta {
 /* --- cached files ---------------------------------------------------------*/
 
 struct wsfile {
-	struct hlink h;                 /* in ws->files, key: path; unused when unlinked */
-	struct wsfile *ws_next;         /* every file of ws, live or unlinked */
+	struct hlink h;		/* in ws->files, key: path; unused when unlinked */
+	struct wsfile *ws_next; /* every file of ws, live or unlinked */
 	struct wsfile *lru_prev, *lru_next; /* c->lru, oldest first */
 	struct workspace *ws;
-	char *path;       /* NULL once unlinked */
+	char *path;	  /* NULL once unlinked */
 	char *cache_path; /* absolute path of the cache file */
-	int fd;           /* open while refs > 0, else -1 */
+	int fd;		  /* open while refs > 0, else -1 */
 	pthread_mutex_t mx;
 
-	int refs;           /* handles + internal users */
-	int opens;          /* open handles */
-	bool present;       /* the cache file holds the whole content */
-	uint64_t size;      /* bytes of the cache file, accounted in c->bytes */
-	uint64_t epoch;     /* ws->epoch when fetched or last uploaded */
+	int refs;	    /* handles + internal users */
+	int opens;	    /* open handles */
+	bool present;	    /* the cache file holds the whole content */
+	uint64_t size;	    /* bytes of the cache file, accounted in c->bytes */
+	uint64_t epoch;	    /* ws->epoch when fetched or last uploaded */
 	bool remote_exists; /* known to exist on the server */
 	bool unlinked;
 
-	bool dirty;          /* local content not yet on the server */
-	uint64_t wgen;       /* bumped by every change of the content */
+	bool dirty;	     /* local content not yet on the server */
+	uint64_t wgen;	     /* bumped by every change of the content */
 	uint64_t upload_id;  /* pending UPLOAD_INTENT, 0 = none */
 	uint64_t intent_gen; /* wgen the pending intent covers */
-	bool pending;        /* a failed upload waits in the retry queue */
-	bool permanent;      /* its last failure will not heal by retrying */
+	bool pending;	     /* a failed upload waits in the retry queue */
+	bool permanent;	     /* its last failure will not heal by retrying */
 	int attempts;
 	uint64_t next_try_ms;
 	int last_err;
@@ -124,10 +124,10 @@ struct workspace {
 	char *url;
 	uint64_t epoch; /* bumped by workspace_invalidate */
 	bool gone;
-	bool retired; /* forgotten: not found by workspace_get any more */
-	struct htab dirs;  /* struct wsdir */
-	struct htab metas; /* struct wsmeta */
-	struct htab files; /* struct wsfile, live names only */
+	bool retired;	    /* forgotten: not found by workspace_get any more */
+	struct htab dirs;   /* struct wsdir */
+	struct htab metas;  /* struct wsmeta */
+	struct htab files;  /* struct wsfile, live names only */
 	struct wsfile *all; /* every wsfile of this workspace */
 	char **made_dirs;   /* made by mkdir since the last command */
 	size_t nmade;
@@ -153,7 +153,7 @@ struct wscache {
 	bool running, stop;
 	struct workspace *wss;
 	struct wsfile *lru_head, *lru_tail;
-	uint64_t bytes;       /* sum of cache file sizes */
+	uint64_t bytes;	      /* sum of cache file sizes */
 	uint64_t dirty_bytes; /* of which dirty or pending */
 	uint64_t name_seq;
 	unsigned int rand_state;
@@ -172,7 +172,7 @@ char *ws_parent(const char *rel, const char **name);
 char *ws_join(const char *a, const char *b);
 bool ws_is_under(const char *path, const char *dir); /* path inside dir/ */
 void ws_log(const struct workspace *ws, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 int ws_backend_errno(enum backend_status st);
 void ws_kernel_invalidate(struct workspace *ws, const char *rel);
 
@@ -202,10 +202,10 @@ struct wsfile *file_find(struct workspace *ws, const char *path);
 /* adopt: an existing cache file to take over (restore), or NULL. */
 struct wsfile *file_new(struct workspace *ws, const char *path, const char *adopt);
 void cache_account(struct wsfile *f, uint64_t size);
-int file_ref(struct wsfile *f);  /* opens the fd when needed */
+int file_ref(struct wsfile *f); /* opens the fd when needed */
 void file_unref(struct wsfile *f);
 bool file_live(const struct wsfile *f);
-void file_detach(struct wsfile *f);   /* unlinks the name; keeps the data */
+void file_detach(struct wsfile *f); /* unlinks the name; keeps the data */
 void file_set_path(struct wsfile *f, const char *path);
 void file_drop_clean(struct wsfile *f); /* forgets a clean, unused copy */
 int cache_reserve(struct wscache *c, struct wsfile *f, uint64_t new_size);

@@ -75,6 +75,21 @@ live:
 	return 0;
 }
 
+/* The parent of rel is a directory (c->lock held, may be dropped). */
+static int parent_is_dir(struct workspace *ws, const char *rel)
+{
+	const char *name;
+	char *parent = ws_parent(rel, &name);
+	if (!parent)
+		return -ENOMEM;
+	struct wsattr a;
+	int rc = lookup(ws, parent, &a);
+	free(parent);
+	if (rc == 0 && !a.is_dir)
+		rc = -ENOTDIR;
+	return rc;
+}
+
 static void fill_stat(struct workspace *ws, const char *rel, const struct wsattr *a,
 		      struct stat *st)
 {
@@ -153,7 +168,8 @@ int workspace_readdir(struct workspace *ws, const char *rel, void *buf,
 		pthread_mutex_unlock(&c->lock);
 		return rc;
 	}
-	enum fuse_fill_dir_flags ff = (flags & FUSE_READDIR_PLUS) ? FUSE_FILL_DIR_PLUS : 0;
+	enum fuse_fill_dir_flags ff =
+	    (flags & FUSE_READDIR_PLUS) ? FUSE_FILL_DIR_PLUS : 0;
 	struct stat st;
 	struct wsattr self = {.is_dir = true};
 	fill_stat(ws, rel, &self, &st);
@@ -164,7 +180,8 @@ int workspace_readdir(struct workspace *ws, const char *rel, void *buf,
 		char *child = ws_join(rel, e->name);
 		if (!child)
 			break;
-		struct wsattr a = {.is_dir = e->is_dir, .size = e->size, .mtime = e->seen};
+		struct wsattr a = {
+		    .is_dir = e->is_dir, .size = e->size, .mtime = e->seen};
 		struct wsfile *f = e->is_dir ? NULL : file_find(ws, child);
 		if (f && file_live(f)) {
 			a.size = f->size;
@@ -295,14 +312,10 @@ int workspace_create(struct workspace *ws, const char *rel, mode_t mode,
 		pthread_mutex_unlock(&c->lock);
 		return rc;
 	}
-	/* The parent must exist: lookup answered from its listing. */
-	const char *name;
-	char *parent = ws_parent(rel, &name);
-	struct wsdir *d = parent ? dir_cached(ws, parent) : NULL;
-	free(parent);
-	if (!d || !d->loaded || d->err) {
+	rc = parent_is_dir(ws, rel);
+	if (rc < 0) {
 		pthread_mutex_unlock(&c->lock);
-		return d && d->err ? d->err : -ENOENT;
+		return rc;
 	}
 	struct wsfile *f = file_new(ws, rel, NULL);
 	if (!f) {
@@ -535,7 +548,7 @@ int workspace_unlink(struct workspace *ws, const char *rel)
 	pthread_mutex_unlock(&c->lock);
 	struct backend_error err;
 	enum backend_status st =
-		url ? backend_file_delete(c->cfg.backend, url, rel, &err) : BACKEND_NOT_SENT;
+	    url ? backend_file_delete(c->cfg.backend, url, rel, &err) : BACKEND_NOT_SENT;
 	free(url);
 	if (st == BACKEND_NOT_FOUND && f && !f->remote_exists)
 		st = BACKEND_OK; /* created here and never uploaded */
@@ -601,7 +614,8 @@ static void made_dirs_add(struct workspace *ws, const char *rel)
 static void made_dirs_drop(struct workspace *ws, const char *rel)
 {
 	for (size_t i = 0; i < ws->nmade;) {
-		if (strcmp(ws->made_dirs[i], rel) == 0 || ws_is_under(ws->made_dirs[i], rel)) {
+		if (strcmp(ws->made_dirs[i], rel) == 0 ||
+		    ws_is_under(ws->made_dirs[i], rel)) {
 			free(ws->made_dirs[i]);
 			ws->made_dirs[i] = ws->made_dirs[--ws->nmade];
 		} else {
@@ -621,6 +635,13 @@ int workspace_mkdir(struct workspace *ws, const char *rel, mode_t mode)
 	pthread_mutex_lock(&c->lock);
 	struct wsattr a;
 	rc = lookup(ws, rel, &a);
+	if (rc == -ENOENT) {
+		int prc = parent_is_dir(ws, rel);
+		if (prc < 0) {
+			pthread_mutex_unlock(&c->lock);
+			return prc;
+		}
+	}
 	pthread_mutex_unlock(&c->lock);
 	if (rc == 0)
 		return -EEXIST;
@@ -688,7 +709,7 @@ int workspace_rmdir(struct workspace *ws, const char *rel)
 	}
 	struct backend_error err;
 	enum backend_status st =
-		url ? backend_file_delete(c->cfg.backend, url, rel, &err) : BACKEND_NOT_SENT;
+	    url ? backend_file_delete(c->cfg.backend, url, rel, &err) : BACKEND_NOT_SENT;
 	free(url);
 	if (st != BACKEND_OK && st != BACKEND_NOT_FOUND)
 		return -ws_backend_errno(st);
@@ -768,7 +789,9 @@ static int rename_file(struct workspace *ws, const char *from, const char *to)
 		st = backend_file_delete(c->cfg.backend, url, from, &err);
 		if (st != BACKEND_OK && st != BACKEND_NOT_FOUND) {
 			rc = -ws_backend_errno(st);
-			ws_log(ws, "rename: the new name is written, the old one is still there: %s",
+			ws_log(ws,
+			       "rename: the new name is written, the old one is still "
+			       "there: %s",
 			       err.message);
 		}
 	}
@@ -798,8 +821,8 @@ static int rename_file(struct workspace *ws, const char *from, const char *to)
 
 /* Copies the tree from into to through the file API (when no command can
  * run mv): GET each file into a scratch file, PUT it at the new name. */
-static int copy_tree(struct workspace *ws, const char *url, const char *from, const char *to,
-		     int depth)
+static int copy_tree(struct workspace *ws, const char *url, const char *from,
+		     const char *to, int depth)
 {
 	struct wscache *c = ws->c;
 	if (depth > 64)
@@ -827,10 +850,11 @@ static int copy_tree(struct workspace *ws, const char *url, const char *from, co
 			} else {
 				unlink(tmp);
 				uint64_t got = 0;
-				st = backend_file_get(c->cfg.backend, url, sf, fd, &got, &err);
+				st = backend_file_get(c->cfg.backend, url, sf, fd, &got,
+						      &err);
 				if (st == BACKEND_OK)
-					st = backend_file_put(c->cfg.backend, url, dt, fd, got,
-							      &err);
+					st = backend_file_put(c->cfg.backend, url, dt, fd,
+							      got, &err);
 				if (st != BACKEND_OK)
 					rc = -ws_backend_errno(st);
 				close(fd);
@@ -866,7 +890,8 @@ static char *shell_quote(const char *s)
 	return q;
 }
 
-static int rename_dir(struct workspace *ws, const char *from, const char *to, bool dst_exists)
+static int rename_dir(struct workspace *ws, const char *from, const char *to,
+		      bool dst_exists)
 {
 	struct wscache *c = ws->c;
 	pthread_mutex_lock(&c->lock);
@@ -890,8 +915,8 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to, bo
 		struct wsfile *pick = NULL;
 		pthread_mutex_lock(&c->lock);
 		for (struct wsfile *f = ws->all; f; f = f->ws_next)
-			if (f->path && (f->dirty || f->pending) && ws_is_under(f->path, from) &&
-			    file_ref(f) == 0) {
+			if (f->path && (f->dirty || f->pending) &&
+			    ws_is_under(f->path, from) && file_ref(f) == 0) {
 				pick = f;
 				break;
 			}
@@ -921,7 +946,8 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to, bo
 	} else {
 		struct backend_error err;
 		if (dst_exists) {
-			enum backend_status st = backend_file_delete(c->cfg.backend, url, to, &err);
+			enum backend_status st =
+			    backend_file_delete(c->cfg.backend, url, to, &err);
 			if (st != BACKEND_OK && st != BACKEND_NOT_FOUND)
 				rc = -ws_backend_errno(st);
 		}
@@ -929,7 +955,7 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to, bo
 			rc = copy_tree(ws, url, from, to, 0);
 		if (rc == 0) {
 			enum backend_status st =
-				backend_file_delete(c->cfg.backend, url, from, &err);
+			    backend_file_delete(c->cfg.backend, url, from, &err);
 			if (st != BACKEND_OK && st != BACKEND_NOT_FOUND)
 				rc = -ws_backend_errno(st);
 		}
@@ -1003,17 +1029,11 @@ int workspace_rename(struct workspace *ws, const char *from, const char *to,
 	bool dst_exists = drc == 0;
 	if (drc == -ENOENT) {
 		/* The new parent must exist. */
-		const char *name;
-		char *tp = ws_parent(to, &name);
 		pthread_mutex_lock(&c->lock);
-		struct wsattr pa;
-		int prc = tp ? lookup(ws, tp, &pa) : -ENOMEM;
+		int prc = parent_is_dir(ws, to);
 		pthread_mutex_unlock(&c->lock);
-		free(tp);
 		if (prc < 0)
 			return prc;
-		if (!pa.is_dir)
-			return -ENOTDIR;
 	}
 	if (dst_exists && (flags & RENAME_NOREPLACE))
 		return -EEXIST;
@@ -1073,7 +1093,8 @@ int workspace_chown(struct workspace *ws, const char *rel, uid_t uid, gid_t gid)
 	pthread_mutex_unlock(&c->lock);
 	if (rc < 0)
 		return rc;
-	if ((uid != (uid_t)-1 && uid != c->cfg.uid) || (gid != (gid_t)-1 && gid != c->cfg.gid))
+	if ((uid != (uid_t)-1 && uid != c->cfg.uid) ||
+	    (gid != (gid_t)-1 && gid != c->cfg.gid))
 		return -EPERM;
 	return 0;
 }
