@@ -237,6 +237,21 @@ static int fs_open(const char *path, struct fuse_file_info *fi)
 		return -EISDIR;
 	if ((fi->flags & O_ACCMODE) != O_RDONLY && !fs_file_writable(&loc))
 		return -EACCES;
+	if (loc.node == FS_N_SBFILE && loc.file == FS_F_CTL &&
+	    (fi->flags & O_ACCMODE) != O_RDONLY) {
+		/* The kernel holds the inode lock of ctl for the whole of a
+		 * running write, and truncates (O_TRUNC of a shell's ">")
+		 * under that lock after this open: a second writer would
+		 * hang until the command ends. Refuse it here instead, where
+		 * the shell reports it. */
+		pthread_mutex_lock(&m->lock);
+		bool busy = loc.sb->busy;
+		pthread_mutex_unlock(&m->lock);
+		if (busy) {
+			atomic_fetch_add(&m->n.busy_refused, 1);
+			return -EBUSY;
+		}
+	}
 	struct fs_ctl_handle *h = calloc(1, sizeof(*h));
 	if (!h)
 		return -ENOMEM;
