@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -173,6 +174,23 @@ static int fs_setup_backend(struct fs_mount *m)
 		return -1;
 	}
 	return 0;
+}
+
+static void fs_wake(int sig)
+{
+	(void)sig;
+}
+
+/* cfg->intr is set in init, after fuse_new would have installed the
+ * handler of the signal libfuse sends to a thread whose request was
+ * interrupted (SIGUSR1): without one, that signal kills the daemon. */
+static int fs_install_intr_handler(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = fs_wake;
+	sigemptyset(&sa.sa_mask);
+	return sigaction(SIGUSR1, &sa, NULL);
 }
 
 static int fs_run_check(struct fs_mount *m)
@@ -350,7 +368,7 @@ int main(int argc, char *argv[])
 		goto out_ws;
 	if (fuse_daemonize(m->opt.foreground) != 0)
 		goto out_unmount;
-	if (fuse_set_signal_handlers(se) != 0)
+	if (fuse_set_signal_handlers(se) != 0 || fs_install_intr_handler() != 0)
 		goto out_unmount;
 
 	if (m->opt.singlethread) {
