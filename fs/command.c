@@ -384,6 +384,21 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb,
 	if (len == 0 || memchr(command, '\0', len))
 		return -EINVAL;
 
+#ifdef SANDBOXFS_HAVE_WORKSPACE
+	/* Batched workspace changes (queued modes) reach the sandbox first,
+	 * as internal commands of their own through fs_command_exec_cb,
+	 * before this command takes the seat. */
+	if (!internal) {
+		pthread_mutex_lock(&m->lock);
+		struct workspace *pre = sb->ws;
+		pthread_mutex_unlock(&m->lock);
+		int wrc = pre ? workspace_before_command(pre) : 0;
+		if (wrc < 0 && wrc != -EBUSY)
+			fs_log("sandbox %s: workspace changes before a command: %s",
+			       sb->id, strerror(-wrc));
+	}
+#endif
+
 	pthread_mutex_lock(&m->lock);
 	if (!sb->present || !sb->url || sb->state == FS_SB_GONE ||
 	    sb->state == FS_SB_DELETING || sb->lifecycle_busy) {
@@ -437,17 +452,6 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb,
 		free(url);
 		return -EIO;
 	}
-
-	/* Batched workspace changes reach the sandbox before the command,
-	 * with the seat held by this mount. */
-#ifdef SANDBOXFS_HAVE_WORKSPACE
-	if (!internal && ws) {
-		int wrc = workspace_before_command(ws);
-		if (wrc < 0)
-			fs_log("sandbox %s: workspace changes before run %llu: %s",
-			       sb->id, (unsigned long long)seq, strerror(-wrc));
-	}
-#endif
 
 	struct fs_job *job = calloc(1, sizeof(*job));
 	if (!job)
