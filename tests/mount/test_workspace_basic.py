@@ -138,3 +138,16 @@ def test_df_and_stat(ws):
     p = sh(f"df {ws} && stat -f -c %l {ws}")
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip().endswith("255")
+
+
+def test_no_stale_size_after_command_or_write(ws, url, sandbox):
+    sbx.put(url, "n.txt", b"ab")
+    assert os.stat(ws / "n.txt").st_size == 2  # known to the kernel, never read
+    p = sh(f"echo 'printf 0123456789 > n.txt' > {sandbox}/ctl && stat -c %s {ws}/n.txt "
+           f"&& cat {ws}/n.txt")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "10\n0123456789"
+    p = sh(f"printf abc >> {ws}/n.txt && stat -c %s {ws}/n.txt && ls -l {ws} | grep -c ' 13 '")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "13\n1\n"
+    assert sget(url, "n.txt") == b"0123456789abc"
