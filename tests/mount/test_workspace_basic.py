@@ -151,3 +151,21 @@ def test_no_stale_size_after_command_or_write(ws, url, sandbox):
     assert p.returncode == 0, p.stderr
     assert p.stdout == "13\n1\n"
     assert sget(url, "n.txt") == b"0123456789abc"
+
+
+def test_rename_while_a_command_runs(ws, url, sandbox):
+    (ws / "x.txt").write_text("x")
+    os.mkdir(ws / "dd")
+    running = subprocess.Popen(["bash", "-c", f"echo 'sleep 3' > {sandbox}/ctl"])
+    try:
+        assert sbx.wait_for(lambda: mount.read(sandbox / "status") == "running\n", timeout=10)
+        os.rename(ws / "x.txt", ws / "y.txt")  # file: no command needed
+        assert sget(url, "y.txt") == b"x" and sget(url, "x.txt") is None
+        with pytest.raises(OSError) as e:  # directory: needs the seat
+            os.rename(ws / "dd", ws / "ee")
+        assert e.value.errno == errno.EBUSY
+        assert "dd" in names(url)
+    finally:
+        assert running.wait(30) == 0
+    os.rename(ws / "dd", ws / "ee")
+    assert "ee" in names(url) and "dd" not in names(url)
