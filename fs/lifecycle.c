@@ -347,12 +347,14 @@ int fs_sandbox_create(struct fs_mount *m, const char *id, const char *pool,
 		pthread_mutex_unlock(&m->lock);
 		res = fs_reconcile_one(m, sb);
 	} else {
-		struct journal_record f = { .kind = JOURNAL_CREATE_FAILED };
+		/* Refused or never sent: nothing of ours exists (409: the id
+		 * is someone else's live sandbox). Recorded as reconciled to
+		 * nothing, so neither replay nor recover ever touches it. */
+		struct journal_record f = { .kind = JOURNAL_CREATE_RECONCILED };
 		f.sandbox = (char *)id;
 		char why[384];
 		snprintf(why, sizeof(why), "create refused (%s): %s",
 			 backend_status_name(st), err.message);
-		f.error = why;
 		fs_journal(m, &f);
 		res = -backend_errno(st, BACKEND_OP_CREATE);
 		pthread_mutex_lock(&m->lock);
@@ -368,6 +370,8 @@ int fs_sandbox_create(struct fs_mount *m, const char *id, const char *pool,
 	pthread_mutex_unlock(&m->lock);
 	if (res < 0)
 		atomic_fetch_add(&m->n.create_failures, 1);
+	if (res == -EEXIST)
+		fs_orch_refresh(m, true); /* show the live one */
 	return res;
 }
 
