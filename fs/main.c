@@ -280,6 +280,7 @@ int main(int argc, char *argv[])
 	journal_options_defaults(&jo);
 	jo.dir = m->state_dir;
 	jo.max_runs = (size_t)m->opt.max_runs;
+	jo.repair = m->opt.repair_journal != 0;
 	int rc = journal_open(&jo, &m->journal, &m->jreport);
 	if (rc < 0) {
 		fs_log("journal: %s", m->jreport.message[0]
@@ -287,6 +288,8 @@ int main(int argc, char *argv[])
 					      : strerror(-rc));
 		goto out_fuse;
 	}
+	if (m->jreport.repaired)
+		fs_log("journal: repaired: %s", m->jreport.message);
 	if (m->jreport.torn_tail)
 		fs_log("journal: a torn last record was cut at offset %llu "
 		       "(kept in %s)",

@@ -54,6 +54,7 @@ struct fs_ctl_handle {
 	char *buf;
 	size_t len;
 	int flags;
+	bool refused; /* ctl: a piece of an over-long command was refused */
 };
 
 /* Resolves path; 0 or -ENOENT. */

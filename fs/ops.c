@@ -364,8 +364,13 @@ static int fs_write(const char *path, const char *buf, size_t size, off_t off,
 	switch (h->loc.file) {
 	case FS_F_CTL:
 		atomic_fetch_add(&m->n.ctl_writes, 1);
-		if (size > fs_max_command()) {
-			/* possibly a piece of a longer write: run nothing */
+		/* A piece of a longer write(2), or of a stdio stream that a
+		 * shell's echo flushes in 4 KiB multiples, is never run: the
+		 * rest of the command would run as another one. Once a
+		 * piece was refused, so is the rest of this descriptor. */
+		if (h->refused || size > fs_max_command() ||
+		    (size >= 4096 && size % 4096 == 0 && buf[size - 1] != '\n')) {
+			h->refused = true;
 			atomic_fetch_add(&m->n.efbig_refused, 1);
 			return -EFBIG;
 		}

@@ -34,6 +34,7 @@ static const struct fuse_opt fs_opt_table[] = {
 	OPT("max_threads=%d", max_threads, 0),
 	OPT("show_machinery", show_machinery, 1),
 	OPT("no_auto_unmount", no_auto_unmount, 1),
+	OPT("repair_journal", repair_journal, 1),
 	OPT("--local", local, 1),
 	OPT("--check", check, 1),
 	OPT("--dump-journal %s", dump_journal, 0),
@@ -179,6 +180,8 @@ void fs_options_help(const char *prog)
 	       "    -o max_threads=N       FUSE worker threads; waiting readers hold one (64)\n"
 	       "    -o show_machinery      show the orchestrator's files in workspace/ (off)\n"
 	       "    -o no_auto_unmount     do not unmount when the daemon dies (auto_unmount on)\n"
+	       "    -o repair_journal      open a damaged journal by cutting it at the first\n"
+	       "                           bad record (the rest is kept aside) (off)\n"
 	       "    -o server=PATH         sandbox-server binary for --local (default: env\n"
 	       "                           SANDBOXFS_SERVER, beside sandboxfs, then PATH)\n"
 	       "    -o allow_other         let other users in (off; needs user_allow_other)\n"

@@ -27,6 +27,7 @@ struct fs_options {
 	int max_threads;    /* -o max_threads=N, default 64 */
 	int show_machinery; /* -o show_machinery */
 	int no_auto_unmount; /* -o no_auto_unmount */
+	int repair_journal; /* -o repair_journal: cut at the first damage */
 	int local;          /* --local */
 	int check;          /* --check */
 	char *dump_journal; /* --dump-journal=DIR */
