@@ -226,19 +226,19 @@ int main(int argc, char *argv[])
 	m->mount_ms = fs_now_ms();
 
 	if (fs_options_parse(&args, &m->opt) < 0) {
-		fuse_opt_free_args(&args);
-		return 2;
+		ret = 2;
+		goto out_args;
 	}
 	if (m->opt.show_help) {
 		fs_options_help(argv[0]);
-		fuse_opt_free_args(&args);
-		return 0;
+		ret = 0;
+		goto out_args;
 	}
 	if (m->opt.show_version) {
 		printf("sandboxfs %s (libfuse %s)\n", SANDBOXFS_VERSION,
 		       fuse_pkgversion());
-		fuse_opt_free_args(&args);
-		return 0;
+		ret = 0;
+		goto out_args;
 	}
 	if (m->opt.dump_journal) {
 		char path[PATH_MAX];
@@ -246,19 +246,25 @@ int main(int argc, char *argv[])
 		int rc = journal_dump(path, stdout);
 		if (rc < 0)
 			fs_log("%s: %s", path, strerror(-rc));
-		return rc == 0 ? 0 : 1;
+		ret = rc == 0 ? 0 : 1;
+		goto out_args;
 	}
-	if (m->opt.check)
-		return fs_run_check(m);
+	if (m->opt.check) {
+		ret = fs_run_check(m);
+		if (m->backend)
+			backend_free(m->backend);
+		goto out_args;
+	}
 	if (!m->opt.mountpoint) {
 		fs_log("no mountpoint (see --help)");
-		return 2;
+		ret = 2;
+		goto out_args;
 	}
 	struct stat mst;
 	if (stat(m->opt.mountpoint, &mst) < 0 || !S_ISDIR(mst.st_mode)) {
 		fs_log("mountpoint %s: %s", m->opt.mountpoint,
 		       errno ? strerror(errno) : "not a directory");
-		return 1;
+		goto out_args;
 	}
 
 	if (!m->opt.no_auto_unmount)
