@@ -25,6 +25,10 @@
 
 bool fs_run_is_timeout(int exit_code, long timeout_s, long duration_ms);
 
+/* The sandbox whose seat the calling thread holds while the workspace
+ * applies its batched changes. */
+static __thread struct fs_sandbox *fs_seat_holder;
+
 struct fs_job {
 	struct fs_mount *m;
 	struct fs_sandbox *sb;
@@ -378,6 +382,10 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	if (len == 0 || memchr(command, '\0', len))
 		return -EINVAL;
 
+	/* A command the workspace runs from workspace_before_command, on
+	 * this thread, uses the seat the user's command already holds. */
+	bool nested = internal && fs_seat_holder == sb;
+
 	pthread_mutex_lock(&m->lock);
 	if (!sb->present || !sb->url || sb->state == FS_SB_GONE ||
 	    sb->state == FS_SB_DELETING || sb->lifecycle_busy) {
@@ -385,15 +393,37 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 		pthread_mutex_unlock(&m->lock);
 		return -e;
 	}
-	if (sb->busy) {
-		pthread_mutex_unlock(&m->lock);
-		atomic_fetch_add(&m->n.busy_refused, 1);
-		return -EBUSY;
+	if (!nested) {
+		if (sb->busy) {
+			pthread_mutex_unlock(&m->lock);
+			atomic_fetch_add(&m->n.busy_refused, 1);
+			return -EBUSY;
+		}
+		sb->busy = true;
+		sb->busy_seq = 0; /* claimed; the run gets its number below */
 	}
+	struct workspace *ws __attribute__((unused)) = sb->ws;
+	pthread_mutex_unlock(&m->lock);
+
+	/* Batched workspace changes (modes) reach the sandbox before the
+	 * command, with the seat held by this mount; they run as commands
+	 * of their own, numbered before this one. */
+#ifdef SANDBOXFS_HAVE_WORKSPACE
+	if (!internal && ws) {
+		fs_seat_holder = sb;
+		int wrc = workspace_before_command(ws);
+		fs_seat_holder = NULL;
+		if (wrc < 0)
+			fs_log("sandbox %s: workspace changes before a command: %s",
+			       sb->id, strerror(-wrc));
+	}
+#endif
+
+	pthread_mutex_lock(&m->lock);
 	uint64_t seq = ++sb->last_seq;
 	long timeout_s = fs_sandbox_timeout(m, sb);
-	sb->busy = true;
-	sb->busy_seq = seq;
+	if (!nested)
+		sb->busy_seq = seq;
 	struct fs_run *run = fs_sandbox_push_run(m, sb);
 	run->seq = seq;
 	run->command = strndup(command, len);
@@ -403,7 +433,6 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	run->status = FS_RUN_RUNNING;
 	run->started_ms = fs_now_ms();
 	char *url = fs_strdup0(sb->url);
-	struct workspace *ws __attribute__((unused)) = sb->ws;
 	pthread_mutex_unlock(&m->lock);
 	atomic_fetch_add(&m->n.commands, 1);
 	fs_invalidate_results(m, sb);
@@ -414,7 +443,6 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	struct journal_record r = {.kind = JOURNAL_EXEC_INTENT};
 	r.sandbox = sb->id;
 	r.seq = seq;
-	r.command = (char *)command;
 	r.timeout_s = timeout_s;
 	char *cmd = strndup(command, len);
 	if (!cmd)
@@ -431,17 +459,6 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 		free(url);
 		return -EIO;
 	}
-
-	/* Batched workspace changes reach the sandbox before the command,
-	 * with the seat held by this mount. */
-#ifdef SANDBOXFS_HAVE_WORKSPACE
-	if (!internal && ws) {
-		int wrc = workspace_before_command(ws);
-		if (wrc < 0)
-			fs_log("sandbox %s: workspace changes before run %llu: %s",
-			       sb->id, (unsigned long long)seq, strerror(-wrc));
-	}
-#endif
 
 	struct fs_job *job = calloc(1, sizeof(*job));
 	if (!job)
@@ -464,11 +481,11 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	pthread_t tid;
 	atomic_fetch_add(&m->workers, 1);
-	int prc = pthread_create(&tid, &attr, fs_job_main, job);
+	int prc = nested ? -1 : pthread_create(&tid, &attr, fs_job_main, job);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	if (prc != 0) {
-		/* no thread: run it here, uninterruptibly */
+		/* nested, or no thread: run it here, uninterruptibly */
 		fs_job_main(job);
 	}
 

@@ -168,6 +168,13 @@ def test_workspace_sees_what_a_command_wrote(sandbox):
     (ws / "in.txt").write_text("from the mount\n")
     sh(f"echo 'cat in.txt' > {sandbox}/ctl", check=True)
     assert mount.read(sandbox / "stdout") == "from the mount\n"
+    # a mode the workspace batches reaches the sandbox before the next
+    # command, through this same journaled command path
+    (ws / "run.sh").write_text("echo script\n")
+    sh(f"chmod +x {ws}/run.sh", check=True)
+    sh(f"echo 'test -x run.sh && ./run.sh' > {sandbox}/ctl", check=True)
+    assert mount.read(sandbox / "exit") == "0\n"
+    assert mount.read(sandbox / "stdout") == "script\n"
 
 
 def test_twenty_waiters_do_not_stall_the_mount(mnt):
