@@ -214,10 +214,8 @@ static void fs_invalidate_results(struct fs_mount *m, struct fs_sandbox *sb)
 static void fs_invalidate_workspace(struct fs_mount *m, struct fs_sandbox *sb,
 				    struct workspace *ws)
 {
-#ifdef SANDBOXFS_HAVE_WORKSPACE
 	if (ws)
 		workspace_invalidate(ws);
-#endif
 	if (!m->fuse || atomic_load(&m->stopping))
 		return;
 	char path[512];
@@ -402,13 +400,12 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 		sb->busy = true;
 		sb->busy_seq = 0; /* claimed; the run gets its number below */
 	}
-	struct workspace *ws __attribute__((unused)) = sb->ws;
+	struct workspace *ws = sb->ws;
 	pthread_mutex_unlock(&m->lock);
 
 	/* Batched workspace changes (modes) reach the sandbox before the
 	 * command, with the seat held by this mount; they run as commands
 	 * of their own, numbered before this one. */
-#ifdef SANDBOXFS_HAVE_WORKSPACE
 	if (!internal && ws) {
 		fs_seat_holder = sb;
 		int wrc = workspace_before_command(ws);
@@ -417,7 +414,6 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 			fs_log("sandbox %s: workspace changes before a command: %s",
 			       sb->id, strerror(-wrc));
 	}
-#endif
 
 	pthread_mutex_lock(&m->lock);
 	uint64_t seq = ++sb->last_seq;

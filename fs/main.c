@@ -328,7 +328,6 @@ int main(int argc, char *argv[])
 	}
 	fs_model_load(m, &st);
 
-#ifdef SANDBOXFS_HAVE_WORKSPACE
 	char cache_dir[PATH_MAX];
 	snprintf(cache_dir, sizeof(cache_dir), "%s/cache", m->state_dir);
 	struct wscache_config wc = {
@@ -353,7 +352,6 @@ int main(int argc, char *argv[])
 	rc = wscache_restore(m->wscache, &st);
 	if (rc < 0)
 		fs_log("workspace cache: restoring pending uploads: %s", strerror(-rc));
-#endif
 	journal_state_clear(&st);
 
 	if (m->opt.sandboxes &&
@@ -392,10 +390,8 @@ out_unmount:
 	fuse_unmount(m->fuse);
 out_ws:
 	fs_command_drain(m, 10);
-#ifdef SANDBOXFS_HAVE_WORKSPACE
 	if (m->wscache)
 		wscache_free(m->wscache);
-#endif
 out_local:
 	if (local.pid > 0)
 		fs_local_stop(local.pid);
