@@ -172,7 +172,7 @@ static void test_unknown_marking(void)
 	rec(j, JOURNAL_ATTACH, "att", 0);
 	rec(j, JOURNAL_EXEC_INTENT, "att", 1);
 	rec(j, JOURNAL_EXEC_RESULT, "att", 1);
-	rec(j, JOURNAL_EXEC_INTENT, "att", 2); /* no outcome */
+	rec(j, JOURNAL_EXEC_INTENT, "att", 2);	 /* no outcome */
 	rec(j, JOURNAL_CREATE_INTENT, "new", 0); /* no outcome */
 	rec(j, JOURNAL_CREATE_INTENT, "old", 0);
 	rec(j, JOURNAL_CREATED, "old", 0);
@@ -344,10 +344,12 @@ static void test_dump(void)
 	for (int k = 1; k < JOURNAL_KIND_MAX; k++)
 		CHECK(strstr(out, journal_kind_name((enum journal_kind)k)) != NULL);
 	CHECK(strstr(out, "secret") == NULL && strstr(out, "127.0.0.1") == NULL);
-	CHECK(strstr(out, "url=http://…") != NULL && strstr(out, "url=https://…") != NULL);
+	CHECK(strstr(out, "url=http://…") != NULL &&
+	      strstr(out, "url=https://…") != NULL);
 	CHECK(strstr(out, "…(500 bytes)") == NULL && strstr(out, "…(499 bytes)") != NULL);
 	CHECK(strstr(out, "2025-11-24T") != NULL);
-	CHECK(strstr(out, "error=\"HTTP 500: \\xe2\\x80\\x9coops\\xe2\\x80\\x9d\"") != NULL);
+	CHECK(strstr(out, "error=\"HTTP 500: \\xe2\\x80\\x9coops\\xe2\\x80\\x9d\"") !=
+	      NULL);
 	CHECK(strstr(out, "torn last record at byte") != NULL);
 	free(out);
 
@@ -401,7 +403,8 @@ static void test_registry(void)
 	char want[8192];
 	snprintf(want, sizeof(want), "ok %s\n", a);
 	CHECK(strstr(out, want) != NULL);
-	snprintf(want, sizeof(want), "damaged %s: %s/journal: damaged record at byte", b, b);
+	snprintf(want, sizeof(want), "damaged %s: %s/journal: damaged record at byte", b,
+		 b);
 	CHECK(strstr(out, want) != NULL);
 	snprintf(want, sizeof(want), "missing %s\n", c);
 	CHECK(strstr(out, want) != NULL);
@@ -422,7 +425,8 @@ static void *appender(void *arg)
 	char sb[16];
 	snprintf(sb, sizeof(sb), "t%d", w->id);
 	for (uint64_t q = 1; q <= 200; q++) {
-		struct journal_record r = {.kind = JOURNAL_EXEC_INTENT, .sandbox = sb, .seq = q};
+		struct journal_record r = {
+		    .kind = JOURNAL_EXEC_INTENT, .sandbox = sb, .seq = q};
 		r.command = (char *)"echo hi";
 		if (journal_append(w->j, &r, q % 50 == 0))
 			return (void *)1;
