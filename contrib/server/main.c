@@ -1,0 +1,324 @@
+/*
+ * sandbox-server — the project's own sandbox contract server and local
+ * orchestrator. See --help (usage() below) for every flag.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "faults.h"
+#include "orch.h"
+#include "sandbox.h"
+
+#define MAX_POOLS 64
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: sandbox-server [OPTIONS]\n"
+		"       sandbox-server --orchestrator --root DIR [OPTIONS]\n"
+		"\n"
+		"Without --orchestrator, serves one sandbox's contract (POST /execute,\n"
+		"GET|PUT|DELETE /files/PATH, GET /healthz) over a workspace directory,\n"
+		"configured like the reference server by SANDBOX_WORKSPACE (default\n"
+		"/workspace), SANDBOX_PORT (3000) and SANDBOX_SHELL (/bin/sh).\n"
+		"\n"
+		"With --orchestrator, serves /v1/sandbox and /v1/sandbox-pool; each\n"
+		"sandbox is a contract server on its own 127.0.0.1 port with its workspace\n"
+		"in ROOT/ID/workspace, and is served again on the same port after a restart.\n"
+		"\n"
+		"Options (both modes):\n"
+		"  --listen ADDR        address to listen on (default 127.0.0.1)\n"
+		"  --port N             port (0: ephemeral; overrides SANDBOX_PORT)\n"
+		"  --port-file PATH     write the bound port there, atomically, once\n"
+		"                       connections are accepted\n"
+		"  --workspace DIR      the workspace (overrides SANDBOX_WORKSPACE)\n"
+		"  --shell PATH         the shell for commands (overrides SANDBOX_SHELL)\n"
+		"  --faults             serve the test routes /_admin/faults (GET, POST),\n"
+		"                       /_admin/stats and /_admin/log; in orchestrator mode\n"
+		"                       every sandbox serves them too, and a POST to the\n"
+		"                       orchestrator's /_admin/faults sets every sandbox's\n"
+		"  --fault NAME[=VALUE] switch a fault on from the start (repeatable):\n"
+		"                       lose_answer, drop_before, malformed_json,\n"
+		"                       hostile_listing (true|false, default true),\n"
+		"                       error_rate=0..1, delay_ms=N,\n"
+		"                       routes=all|execute|files|orchestrator\n"
+		"  --help, --version\n"
+		"\n"
+		"Orchestrator mode:\n"
+		"  --orchestrator       serve the orchestrator API\n"
+		"  --root DIR           where sandboxes live (created, mode 0700)\n"
+		"  --token-file PATH    require 'Authorization: Bearer TOKEN' with the\n"
+		"                       token read from PATH (first line)\n"
+		"  --pool NAME          a pool (repeatable; default: one pool 'default')\n"
+		"\n"
+		"Faults (JSON of /_admin/faults; POST replaces the whole set):\n"
+		"  lose_answer          do the work, then close without answering\n"
+		"  drop_before          close the connection before doing the work\n"
+		"  error_rate           answer 500 at this rate, without doing the work\n"
+		"  delay_ms             wait this long before every answer\n"
+		"  malformed_json       JSON answers are cut short\n"
+		"  hostile_listing      listings also hold entries named '..', '.', 'a/b',\n"
+		"                       '' and '/etc/passwd', a negative size, a number as\n"
+		"                       a name and a missing size\n"
+		"  routes               the routes they apply to (never /_admin/)\n"
+		"/_admin/stats counts connections, requests, executes, commands, timeouts,\n"
+		"busy, puts, gets, lists, deletes, health, creates, destroys, errors,\n"
+		"faults. /_admin/log lists the last 1000 commands started by /execute.\n");
+}
+
+/* Write the port to path through a temporary file and a rename, so a
+ * reader never sees a partial number. */
+static int write_port_file(const char *path, unsigned port)
+{
+	char tmp[4096];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
+	f = fopen(tmp, "we");
+	if (!f)
+		return -1;
+	fprintf(f, "%u\n", port);
+	if (fclose(f) || rename(tmp, path)) {
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+static char *read_token(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+
+	if (!f)
+		return NULL;
+	n = getline(&line, &cap, f);
+	fclose(f);
+	if (n <= 0) {
+		free(line);
+		return NULL;
+	}
+	while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' '))
+		line[--n] = '\0';
+	if (n == 0) {
+		free(line);
+		return NULL;
+	}
+	return line;
+}
+
+static int parse_port(const char *s, uint16_t *port)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	if (!*s || *end || v < 0 || v > 65535)
+		return -1;
+	*port = (uint16_t)v;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	enum { O_LISTEN = 256, O_PORT, O_PORT_FILE, O_WORKSPACE, O_SHELL, O_FAULTS, O_FAULT,
+	       O_ORCH, O_ROOT, O_TOKEN_FILE, O_POOL, O_HELP, O_VERSION };
+	static const struct option opts[] = {
+		{"listen", required_argument, NULL, O_LISTEN},
+		{"port", required_argument, NULL, O_PORT},
+		{"port-file", required_argument, NULL, O_PORT_FILE},
+		{"workspace", required_argument, NULL, O_WORKSPACE},
+		{"shell", required_argument, NULL, O_SHELL},
+		{"faults", no_argument, NULL, O_FAULTS},
+		{"fault", required_argument, NULL, O_FAULT},
+		{"orchestrator", no_argument, NULL, O_ORCH},
+		{"root", required_argument, NULL, O_ROOT},
+		{"token-file", required_argument, NULL, O_TOKEN_FILE},
+		{"pool", required_argument, NULL, O_POOL},
+		{"help", no_argument, NULL, O_HELP},
+		{"version", no_argument, NULL, O_VERSION},
+		{NULL, 0, NULL, 0},
+	};
+	const char *listen = "127.0.0.1", *port_file = NULL, *root = NULL, *token_file = NULL;
+	const char *workspace = getenv("SANDBOX_WORKSPACE");
+	const char *shell = getenv("SANDBOX_SHELL");
+	const char *env_port = getenv("SANDBOX_PORT");
+	const char *pools[MAX_POOLS];
+	size_t npools = 0;
+	uint16_t port = 3000;
+	bool admin = false, orchestrator = false;
+	struct faults faults = {0};
+	char err[256];
+	int c, sig;
+	sigset_t set;
+
+	if (env_port && *env_port && parse_port(env_port, &port)) {
+		fprintf(stderr, "sandbox-server: SANDBOX_PORT is not a port number\n");
+		return 2;
+	}
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		const char *e;
+
+		switch (c) {
+		case O_LISTEN:
+			listen = optarg;
+			break;
+		case O_PORT:
+			if (parse_port(optarg, &port)) {
+				fprintf(stderr, "sandbox-server: bad --port\n");
+				return 2;
+			}
+			break;
+		case O_PORT_FILE:
+			port_file = optarg;
+			break;
+		case O_WORKSPACE:
+			workspace = optarg;
+			break;
+		case O_SHELL:
+			shell = optarg;
+			break;
+		case O_FAULTS:
+			admin = true;
+			break;
+		case O_FAULT:
+			e = faults_set(&faults, optarg);
+			if (e) {
+				fprintf(stderr, "sandbox-server: --fault %s: %s\n", optarg, e);
+				return 2;
+			}
+			break;
+		case O_ORCH:
+			orchestrator = true;
+			break;
+		case O_ROOT:
+			root = optarg;
+			break;
+		case O_TOKEN_FILE:
+			token_file = optarg;
+			break;
+		case O_POOL:
+			if (npools == MAX_POOLS || !orch_valid_id(optarg) || strlen(optarg) > 54) {
+				fprintf(stderr,
+					"sandbox-server: a pool name is a lowercase label of at "
+					"most 54 characters (at most %d pools)\n",
+					MAX_POOLS);
+				return 2;
+			}
+			pools[npools++] = optarg;
+			break;
+		case O_HELP:
+			usage(stdout);
+			return 0;
+		case O_VERSION:
+			printf("sandbox-server %s\n", SANDBOXFS_VERSION);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "sandbox-server: unexpected argument %s\n", argv[optind]);
+		return 2;
+	}
+	if (!shell || !*shell)
+		shell = "/bin/sh";
+	if (!workspace || !*workspace)
+		workspace = "/workspace";
+	if (orchestrator && !root) {
+		fprintf(stderr, "sandbox-server: --orchestrator needs --root DIR\n");
+		return 2;
+	}
+	if (!orchestrator && (root || token_file || npools)) {
+		fprintf(stderr, "sandbox-server: --root, --token-file and --pool need "
+				"--orchestrator\n");
+		return 2;
+	}
+
+	/* Signals go to the main thread's sigwait; threads inherit the mask,
+	 * commands get a clean one from exec_run. */
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+	struct sandbox *sb = NULL;
+	struct orch *o = NULL;
+	unsigned bound;
+
+	if (orchestrator) {
+		char *token = NULL;
+
+		if (token_file && !(token = read_token(token_file))) {
+			/* The path is not secret; the token is never printed. */
+			fprintf(stderr, "sandbox-server: cannot read a token from %s\n",
+				token_file);
+			return 1;
+		}
+		if (!npools)
+			pools[npools++] = "default";
+		struct orch_config oc = {
+			.root = root,
+			.token = token,
+			.pools = pools,
+			.npools = npools,
+			.listen = listen,
+			.port = port,
+			.shell = shell,
+			.admin = admin,
+			.faults = faults,
+		};
+
+		o = orch_start(&oc, err, sizeof(err));
+		if (token) {
+			explicit_bzero(token, strlen(token));
+			free(token);
+		}
+		if (!o) {
+			fprintf(stderr, "sandbox-server: %s\n", err);
+			return 1;
+		}
+		bound = orch_port(o);
+	} else {
+		struct sandbox_config sc = {
+			.workspace = workspace,
+			.shell = shell,
+			.listen = listen,
+			.port = port,
+			.admin = admin,
+			.faults = faults,
+		};
+
+		sb = sandbox_start(&sc, err, sizeof(err));
+		if (!sb) {
+			fprintf(stderr, "sandbox-server: %s\n", err);
+			return 1;
+		}
+		bound = sandbox_port(sb);
+	}
+	if (port_file && write_port_file(port_file, bound)) {
+		fprintf(stderr, "sandbox-server: cannot write %s: %s\n", port_file,
+			strerror(errno));
+		if (o)
+			orch_stop(o);
+		if (sb)
+			sandbox_stop(sb);
+		return 1;
+	}
+	sigwait(&set, &sig);
+	if (o)
+		orch_stop(o);
+	if (sb)
+		sandbox_stop(sb);
+	return 0;
+}

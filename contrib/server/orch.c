@@ -1,0 +1,831 @@
+/* orch.c — the local orchestrator's API and the sandboxes' life cycle. */
+#include "orch.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "files.h"
+#include "sandbox.h"
+#include "svc.h"
+
+#define META_NAME "sandbox.json"
+#define CONTRACT_PORT 3000 /* the reference server's port, for "urls" */
+
+struct box {
+	char id[64];
+	char *pool, *image, *error;
+	int cport;      /* the sandbox's own port, the key of "urls" */
+	uint16_t port;  /* where it is served on 127.0.0.1 */
+	const char *status;
+	cJSON *cpu, *memory, *environment; /* as given */
+	long idle_s, timeout_s;
+	long long created;
+	struct sandbox *sb;
+	struct box *next;
+};
+
+struct orch {
+	struct svc svc;
+	pthread_mutex_t lock; /* boxes and sandbox_faults */
+	struct box *boxes;
+	char *root;
+	int rootfd, lockfd;
+	char *token;
+	char **pools;
+	size_t npools;
+	char *shell;
+	bool admin;
+	struct faults sandbox_faults;
+	pthread_t reaper;
+	bool reaper_started;
+	atomic_bool stopping;
+};
+
+bool orch_valid_id(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+			return false;
+	return true;
+}
+
+static struct orch *orch_of(struct req *r)
+{
+	return r->svc->owner;
+}
+
+static struct box *box_find(struct orch *o, const char *id)
+{
+	for (struct box *b = o->boxes; b; b = b->next)
+		if (!strcmp(b->id, id))
+			return b;
+	return NULL;
+}
+
+static void box_unlink(struct orch *o, struct box *b)
+{
+	for (struct box **pp = &o->boxes; *pp; pp = &(*pp)->next)
+		if (*pp == b) {
+			*pp = b->next;
+			return;
+		}
+}
+
+static void box_free(struct box *b)
+{
+	free(b->pool);
+	free(b->image);
+	free(b->error);
+	cJSON_Delete(b->cpu);
+	cJSON_Delete(b->memory);
+	cJSON_Delete(b->environment);
+	free(b);
+}
+
+static cJSON *dup_or_null(const cJSON *v)
+{
+	return v ? cJSON_Duplicate(v, true) : cJSON_CreateNull();
+}
+
+static void add_str_or_null(cJSON *o, const char *k, const char *v)
+{
+	if (v)
+		cJSON_AddStringToObject(o, k, v);
+	else
+		cJSON_AddNullToObject(o, k);
+}
+
+/* The status object of CONTRACT.md. Caller holds the lock. */
+static cJSON *box_status(const struct box *b)
+{
+	cJSON *o = cJSON_CreateObject(), *urls = cJSON_CreateObject();
+	char url[64], key[16];
+
+	cJSON_AddStringToObject(o, "id", b->id);
+	add_str_or_null(o, "poolId", b->pool);
+	cJSON_AddStringToObject(o, "status", b->status);
+	if (b->sb) {
+		snprintf(url, sizeof(url), "http://127.0.0.1:%u", (unsigned)b->port);
+		snprintf(key, sizeof(key), "%d", b->cport);
+		cJSON_AddStringToObject(o, "url", url);
+		cJSON_AddStringToObject(urls, key, url);
+	}
+	cJSON_AddItemToObject(o, "urls", urls);
+	add_str_or_null(o, "image", b->image);
+	cJSON_AddItemToObject(o, "cpu", dup_or_null(b->cpu));
+	cJSON_AddItemToObject(o, "memory", dup_or_null(b->memory));
+	add_str_or_null(o, "error", b->error);
+	return o;
+}
+
+/* Write ROOT/ID/sandbox.json atomically (mode 0600: it holds the port,
+ * and the URL is a capability). Caller holds the lock. */
+static int box_save(struct orch *o, const struct box *b)
+{
+	cJSON *m = cJSON_CreateObject();
+	char *text;
+	int dfd, fd, rc = -1;
+
+	cJSON_AddStringToObject(m, "id", b->id);
+	add_str_or_null(m, "poolId", b->pool);
+	add_str_or_null(m, "image", b->image);
+	cJSON_AddNumberToObject(m, "containerPort", b->cport);
+	cJSON_AddNumberToObject(m, "hostPort", b->port);
+	cJSON_AddStringToObject(m, "status", b->status);
+	add_str_or_null(m, "error", b->error);
+	cJSON_AddItemToObject(m, "cpu", dup_or_null(b->cpu));
+	cJSON_AddItemToObject(m, "memory", dup_or_null(b->memory));
+	cJSON_AddItemToObject(m, "environment", dup_or_null(b->environment));
+	cJSON_AddNumberToObject(m, "idleTimeoutSeconds", (double)b->idle_s);
+	cJSON_AddNumberToObject(m, "timeoutSeconds", (double)b->timeout_s);
+	cJSON_AddNumberToObject(m, "created", (double)b->created);
+	text = cJSON_Print(m);
+	cJSON_Delete(m);
+	if (!text)
+		return -1;
+	dfd = openat(o->rootfd, b->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		goto out;
+	fd = openat(dfd, META_NAME ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+		    0600);
+	if (fd >= 0) {
+		size_t len = strlen(text);
+
+		if (write(fd, text, len) == (ssize_t)len && fsync(fd) == 0 &&
+		    renameat(dfd, META_NAME ".tmp", dfd, META_NAME) == 0 && fsync(dfd) == 0)
+			rc = 0;
+		close(fd);
+	}
+	close(dfd);
+out:
+	free(text);
+	return rc;
+}
+
+/* Serve a box's workspace on its port (port 0: a new ephemeral one). */
+static void box_serve(struct orch *o, struct box *b, uint16_t port)
+{
+	char ws[4096], err[200];
+	char **env = NULL;
+	size_t n = 0;
+	const cJSON *it;
+	struct sandbox_config sc = {
+		.shell = o->shell,
+		.port = port,
+		.admin = o->admin,
+		.faults = o->sandbox_faults,
+	};
+
+	snprintf(ws, sizeof(ws), "%s/%s/workspace", o->root, b->id);
+	sc.workspace = ws;
+	if (cJSON_IsObject(b->environment)) {
+		env = calloc((size_t)cJSON_GetArraySize(b->environment) + 1, sizeof(char *));
+		cJSON_ArrayForEach(it, b->environment)
+		{
+			if (env && cJSON_IsString(it) &&
+			    asprintf(&env[n], "%s=%s", it->string, it->valuestring) > 0)
+				n++;
+		}
+		sc.env = env;
+	}
+	b->sb = sandbox_start(&sc, err, sizeof(err));
+	for (size_t i = 0; i < n; i++)
+		free(env[i]);
+	free(env);
+	if (b->sb) {
+		b->port = sandbox_port(b->sb);
+		b->status = "ready";
+		free(b->error);
+		b->error = NULL;
+	} else {
+		b->status = "failed";
+		free(b->error);
+		b->error = strdup(err);
+	}
+}
+
+/* Stop serving a box and remove it from disk. The box is no longer in
+ * the list. */
+static void box_destroy(struct orch *o, struct box *b)
+{
+	struct files_error fe;
+
+	b->status = "deleting";
+	pthread_mutex_lock(&o->lock);
+	box_save(o, b);
+	pthread_mutex_unlock(&o->lock);
+	if (b->sb)
+		sandbox_stop(b->sb);
+	b->sb = NULL;
+	files_delete(o->rootfd, b->id, &fe);
+	atomic_fetch_add(&o->svc.stats.destroys, 1);
+	box_free(b);
+}
+
+static bool json_is_int(const cJSON *v, double lo, double hi)
+{
+	return cJSON_IsNumber(v) && v->valuedouble >= lo && v->valuedouble <= hi &&
+	       v->valuedouble == (double)(long long)v->valuedouble;
+}
+
+static bool pool_known(struct orch *o, const char *name)
+{
+	for (size_t i = 0; i < o->npools; i++)
+		if (!strcmp(o->pools[i], name))
+			return true;
+	return false;
+}
+
+static const char *const create_fields[] = {
+	"pool",     "image",    "port",      "id",          "idleTimeoutSeconds",
+	"timeoutSeconds", "environment", "ports", "artifacts", "command",
+	"cpu",      "memory",   "runtimeClass", "volumes",
+};
+
+/* Check a create body. Returns 0, or an HTTP status with msg set. */
+static int create_check(struct orch *o, const cJSON *in, char *msg, size_t len)
+{
+	const cJSON *it, *pool, *image, *port, *id;
+	bool known;
+
+	if (!cJSON_IsObject(in)) {
+		snprintf(msg, len, "the body must be a JSON object");
+		return 400;
+	}
+	cJSON_ArrayForEach(it, in)
+	{
+		known = false;
+		for (size_t i = 0; i < sizeof(create_fields) / sizeof(*create_fields); i++)
+			known = known || !strcmp(it->string, create_fields[i]);
+		if (!known) {
+			snprintf(msg, len, "unknown field: %.60s", it->string);
+			return 400;
+		}
+	}
+	pool = cJSON_GetObjectItemCaseSensitive(in, "pool");
+	image = cJSON_GetObjectItemCaseSensitive(in, "image");
+	port = cJSON_GetObjectItemCaseSensitive(in, "port");
+	id = cJSON_GetObjectItemCaseSensitive(in, "id");
+	if (!pool == !image) {
+		snprintf(msg, len, "exactly one of pool or image is required");
+		return 400;
+	}
+	if ((pool && (!cJSON_IsString(pool) || !*pool->valuestring)) ||
+	    (image && (!cJSON_IsString(image) || !*image->valuestring))) {
+		snprintf(msg, len, "pool and image must be non-empty strings");
+		return 400;
+	}
+	if (image && !port) {
+		snprintf(msg, len, "port is required with image");
+		return 400;
+	}
+	if (port && !json_is_int(port, 1, 65535)) {
+		snprintf(msg, len, "port must be an integer from 1 to 65535");
+		return 400;
+	}
+	if (pool) {
+		static const char *const poolless[] = {"cpu", "memory", "runtimeClass", "volumes"};
+
+		for (size_t i = 0; i < 4; i++)
+			if (cJSON_GetObjectItemCaseSensitive(in, poolless[i])) {
+				snprintf(msg, len, "%s is only for creates without a pool",
+					 poolless[i]);
+				return 400;
+			}
+	}
+	if (id && (!cJSON_IsString(id) || !orch_valid_id(id->valuestring))) {
+		snprintf(msg, len,
+			 "id must be an RFC 1123 label: lowercase letters, digits and interior "
+			 "hyphens, at most 63 characters");
+		return 400;
+	}
+	it = cJSON_GetObjectItemCaseSensitive(in, "idleTimeoutSeconds");
+	if (it && !json_is_int(it, 0, 1e9)) {
+		snprintf(msg, len, "idleTimeoutSeconds must be an integer >= 0");
+		return 400;
+	}
+	it = cJSON_GetObjectItemCaseSensitive(in, "timeoutSeconds");
+	if (it && !json_is_int(it, 0, 3600)) {
+		snprintf(msg, len, "timeoutSeconds must be an integer from 0 to 3600");
+		return 400;
+	}
+	it = cJSON_GetObjectItemCaseSensitive(in, "environment");
+	if (it) {
+		const cJSON *v;
+		bool ok = cJSON_IsObject(it);
+
+		cJSON_ArrayForEach(v, it) ok = ok && cJSON_IsString(v) && *v->string &&
+					       !strchr(v->string, '=');
+		if (!ok) {
+			snprintf(msg, len, "environment must map names to strings");
+			return 400;
+		}
+	}
+	it = cJSON_GetObjectItemCaseSensitive(in, "ports");
+	if (it) {
+		const cJSON *v;
+		bool ok = cJSON_IsArray(it);
+
+		cJSON_ArrayForEach(v, it) ok = ok && json_is_int(v, 1, 65535);
+		if (!ok) {
+			snprintf(msg, len, "ports must be a list of port numbers");
+			return 400;
+		}
+	}
+	it = cJSON_GetObjectItemCaseSensitive(in, "command");
+	if (it && !cJSON_IsString(it) && !cJSON_IsArray(it)) {
+		snprintf(msg, len, "command must be a string or a list of strings");
+		return 400;
+	}
+	if ((it = cJSON_GetObjectItemCaseSensitive(in, "artifacts")) && !cJSON_IsArray(it)) {
+		snprintf(msg, len, "artifacts must be a list");
+		return 400;
+	}
+	if ((it = cJSON_GetObjectItemCaseSensitive(in, "volumes")) && !cJSON_IsArray(it)) {
+		snprintf(msg, len, "volumes must be a list");
+		return 400;
+	}
+	if ((it = cJSON_GetObjectItemCaseSensitive(in, "runtimeClass")) && !cJSON_IsString(it)) {
+		snprintf(msg, len, "runtimeClass must be a string");
+		return 400;
+	}
+	for (int i = 0; i < 2; i++) {
+		it = cJSON_GetObjectItemCaseSensitive(in, i ? "memory" : "cpu");
+		if (it && !cJSON_IsNumber(it) && !cJSON_IsString(it)) {
+			snprintf(msg, len, "cpu and memory must be numbers or strings");
+			return 400;
+		}
+	}
+	if (pool && !pool_known(o, pool->valuestring)) {
+		snprintf(msg, len, "no such pool");
+		return 404;
+	}
+	return 0;
+}
+
+static enum MHD_Result create_finish(struct req *r)
+{
+	struct orch *o = orch_of(r);
+	cJSON *in = cJSON_ParseWithLength(r->body ? r->body : "", r->len), *st;
+	const cJSON *pool, *image, *id, *it;
+	char msg[200];
+	int status;
+	struct box *b;
+
+	if (!in)
+		return svc_reply_error(r, 400, "the body is not JSON");
+	status = create_check(o, in, msg, sizeof(msg));
+	if (status) {
+		cJSON_Delete(in);
+		return svc_reply_error(r, (unsigned)status, "%s", msg);
+	}
+	pool = cJSON_GetObjectItemCaseSensitive(in, "pool");
+	image = cJSON_GetObjectItemCaseSensitive(in, "image");
+	id = cJSON_GetObjectItemCaseSensitive(in, "id");
+	b = calloc(1, sizeof(*b));
+	if (!b) {
+		cJSON_Delete(in);
+		return svc_reply_error(r, 500, "out of memory");
+	}
+	b->pool = pool ? strdup(pool->valuestring) : NULL;
+	b->image = image ? strdup(image->valuestring) : NULL;
+	it = cJSON_GetObjectItemCaseSensitive(in, "port");
+	b->cport = image ? (int)it->valuedouble : CONTRACT_PORT;
+	b->cpu = (it = cJSON_GetObjectItemCaseSensitive(in, "cpu")) ? cJSON_Duplicate(it, 1) : NULL;
+	b->memory = (it = cJSON_GetObjectItemCaseSensitive(in, "memory")) ? cJSON_Duplicate(it, 1)
+									  : NULL;
+	b->environment = (it = cJSON_GetObjectItemCaseSensitive(in, "environment"))
+				 ? cJSON_Duplicate(it, 1)
+				 : NULL;
+	it = cJSON_GetObjectItemCaseSensitive(in, "idleTimeoutSeconds");
+	b->idle_s = it ? (long)it->valuedouble : 0;
+	it = cJSON_GetObjectItemCaseSensitive(in, "timeoutSeconds");
+	b->timeout_s = it ? (long)it->valuedouble : 300;
+	b->created = (long long)time(NULL);
+	b->status = "creating";
+
+	pthread_mutex_lock(&o->lock);
+	if (id) {
+		snprintf(b->id, sizeof(b->id), "%s", id->valuestring);
+	} else {
+		/* {pool}-{8 hex}; an image create has no pool. */
+		const char *prefix = b->pool ? b->pool : "sandbox";
+
+		do
+			snprintf(b->id, sizeof(b->id), "%.54s-%08x", prefix, arc4random());
+		while (box_find(o, b->id));
+	}
+	cJSON_Delete(in);
+	if (box_find(o, b->id)) {
+		pthread_mutex_unlock(&o->lock);
+		box_free(b);
+		return svc_reply_error(r, 409, "a sandbox with this id is live");
+	}
+	/* A directory left by an interrupted delete is not a live sandbox. */
+	struct files_error fe;
+
+	files_delete(o->rootfd, b->id, &fe);
+	if (mkdirat(o->rootfd, b->id, 0700) && errno != EEXIST) {
+		pthread_mutex_unlock(&o->lock);
+		box_free(b);
+		return svc_reply_error(r, 500, "cannot create the sandbox directory");
+	}
+	box_serve(o, b, 0);
+	if (box_save(o, b)) {
+		if (b->sb)
+			sandbox_stop(b->sb);
+		b->sb = NULL;
+		files_delete(o->rootfd, b->id, &fe);
+		pthread_mutex_unlock(&o->lock);
+		box_free(b);
+		return svc_reply_error(r, 500, "cannot record the sandbox");
+	}
+	b->next = o->boxes;
+	o->boxes = b;
+	atomic_fetch_add(&o->svc.stats.creates, 1);
+	st = box_status(b);
+	pthread_mutex_unlock(&o->lock);
+	return svc_reply_json(r, 201, st);
+}
+
+static cJSON *pools_json(struct orch *o, const char *only)
+{
+	cJSON *arr = cJSON_CreateArray();
+
+	for (size_t i = 0; i < o->npools; i++) {
+		long live = 0;
+
+		if (only && strcmp(only, o->pools[i]))
+			continue;
+		for (struct box *b = o->boxes; b; b = b->next)
+			live += b->pool && !strcmp(b->pool, o->pools[i]);
+		cJSON *p = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(p, "id", o->pools[i]);
+		cJSON_AddNumberToObject(p, "live", (double)live);
+		cJSON_AddItemToArray(arr, p);
+	}
+	return arr;
+}
+
+static enum MHD_Result orch_finish(struct req *r)
+{
+	struct orch *o = orch_of(r);
+	const char *p = r->path, *m = r->method;
+	cJSON *res;
+	struct box *b;
+
+	if (!strcmp(p, "/v1/sandbox") || !strcmp(p, "/v1/sandbox/")) {
+		if (!strcmp(m, "POST"))
+			return create_finish(r);
+		res = cJSON_CreateObject();
+		cJSON *arr = cJSON_AddArrayToObject(res, "sandboxes");
+
+		pthread_mutex_lock(&o->lock);
+		for (b = o->boxes; b; b = b->next)
+			cJSON_AddItemToArray(arr, box_status(b));
+		pthread_mutex_unlock(&o->lock);
+		return svc_reply_json(r, 200, res);
+	}
+	if (!strncmp(p, "/v1/sandbox/", 12)) {
+		const char *id = p + 12;
+
+		pthread_mutex_lock(&o->lock);
+		b = box_find(o, id);
+		if (!b) {
+			pthread_mutex_unlock(&o->lock);
+			return svc_reply_error(r, 404, "no such sandbox");
+		}
+		if (!strcmp(m, "DELETE")) {
+			box_unlink(o, b);
+			pthread_mutex_unlock(&o->lock);
+			box_destroy(o, b);
+			return svc_reply_empty(r, 204);
+		}
+		res = box_status(b);
+		pthread_mutex_unlock(&o->lock);
+		return svc_reply_json(r, 200, res);
+	}
+	if (!strcmp(p, "/v1/sandbox-pool") || !strcmp(p, "/v1/sandbox-pool/")) {
+		res = cJSON_CreateObject();
+		pthread_mutex_lock(&o->lock);
+		cJSON_AddItemToObject(res, "pools", pools_json(o, NULL));
+		pthread_mutex_unlock(&o->lock);
+		return svc_reply_json(r, 200, res);
+	}
+	/* /v1/sandbox-pool/{id} */
+	pthread_mutex_lock(&o->lock);
+	cJSON *arr = pools_json(o, p + strlen("/v1/sandbox-pool/"));
+	pthread_mutex_unlock(&o->lock);
+	if (cJSON_GetArraySize(arr) == 0) {
+		cJSON_Delete(arr);
+		return svc_reply_error(r, 404, "no such pool");
+	}
+	res = cJSON_DetachItemFromArray(arr, 0);
+	cJSON_Delete(arr);
+	return svc_reply_json(r, 200, res);
+}
+
+/* Compare without an early exit, so timing does not reveal the token. */
+static bool token_ok(const char *given, const char *want)
+{
+	size_t gl = strlen(given), wl = strlen(want);
+	unsigned char d = gl != wl;
+
+	for (size_t i = 0; i < wl; i++)
+		d |= (unsigned char)(want[i] ^ (i < gl ? given[i] : 0));
+	return d == 0;
+}
+
+static void orch_begin(struct req *r)
+{
+	struct orch *o = orch_of(r);
+	const char *p = r->path, *m = r->method;
+	bool get = !strcmp(m, "GET") || !strcmp(m, "HEAD");
+
+	if (strncmp(p, "/v1/", 4)) {
+		if (!strcmp(p, "/healthz")) {
+			r->route = ROUTE_HEALTH;
+			return;
+		}
+		svc_fail(r, 404, "no such route");
+		return;
+	}
+	r->route = ROUTE_ORCH;
+	if (o->token) {
+		const char *auth = svc_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
+
+		if (!auth || strncmp(auth, "Bearer ", 7) || !token_ok(auth + 7, o->token)) {
+			svc_fail(r, 401, "missing or wrong bearer token");
+			return;
+		}
+	}
+	if (!strcmp(p, "/v1/sandbox") || !strcmp(p, "/v1/sandbox/")) {
+		if (!strcmp(m, "POST")) {
+			const char *ct = svc_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+			size_t n = strlen("application/json");
+
+			if (!ct || strncasecmp(ct, "application/json", n) ||
+			    (ct[n] && ct[n] != ';' && ct[n] != ' '))
+				svc_fail(r, 415, "Content-Type must be application/json");
+		} else if (!get) {
+			svc_fail(r, 405, "method not allowed");
+		}
+	} else if (!strncmp(p, "/v1/sandbox/", 12)) {
+		if (!get && strcmp(m, "DELETE"))
+			svc_fail(r, 405, "method not allowed");
+	} else if (!strcmp(p, "/v1/sandbox-pool") || !strcmp(p, "/v1/sandbox-pool/") ||
+		   !strncmp(p, "/v1/sandbox-pool/", 17)) {
+		if (!get)
+			svc_fail(r, 405, "method not allowed");
+	} else {
+		svc_fail(r, 404, "no such route");
+	}
+}
+
+static enum MHD_Result orch_finish_any(struct req *r)
+{
+	if (r->route == ROUTE_HEALTH) {
+		cJSON *o = cJSON_CreateObject();
+
+		atomic_fetch_add(&r->svc->stats.health, 1);
+		cJSON_AddStringToObject(o, "status", "ok");
+		return svc_reply_json(r, 200, o);
+	}
+	return orch_finish(r);
+}
+
+/* POST /_admin/faults on the orchestrator sets every sandbox's too. */
+static void orch_faults_changed(struct svc *s, const struct faults *f)
+{
+	struct orch *o = s->owner;
+
+	pthread_mutex_lock(&o->lock);
+	o->sandbox_faults = *f;
+	for (struct box *b = o->boxes; b; b = b->next)
+		if (b->sb)
+			svc_set_faults(sandbox_svc(b->sb), f);
+	pthread_mutex_unlock(&o->lock);
+}
+
+static const struct svc_ops orch_ops = {
+	.begin = orch_begin,
+	.finish = orch_finish_any,
+	.faults_changed = orch_faults_changed,
+};
+
+/* Tear down sandboxes idle for longer than their idleTimeoutSeconds. */
+static void *reaper_main(void *arg)
+{
+	struct orch *o = arg;
+
+	while (!atomic_load(&o->stopping)) {
+		struct box *victim = NULL;
+
+		usleep(200000);
+		pthread_mutex_lock(&o->lock);
+		for (struct box *b = o->boxes; b && !victim; b = b->next) {
+			if (b->idle_s > 0 && b->sb &&
+			    sandbox_idle_ms(b->sb) > (long long)b->idle_s * 1000)
+				victim = b;
+		}
+		if (victim)
+			box_unlink(o, victim);
+		pthread_mutex_unlock(&o->lock);
+		if (victim)
+			box_destroy(o, victim);
+	}
+	return NULL;
+}
+
+static struct box *box_load(struct orch *o, const char *id)
+{
+	char path[4096];
+	FILE *f;
+	char *text = NULL;
+	size_t cap = 0;
+	cJSON *m, *it;
+	struct box *b;
+
+	snprintf(path, sizeof(path), "%s/%s/" META_NAME, o->root, id);
+	f = fopen(path, "re");
+	if (!f)
+		return NULL;
+	ssize_t n = getdelim(&text, &cap, '\0', f);
+
+	fclose(f);
+	m = n > 0 ? cJSON_Parse(text) : NULL;
+	free(text);
+	if (!m)
+		return NULL;
+	b = calloc(1, sizeof(*b));
+	snprintf(b->id, sizeof(b->id), "%s", id);
+#define STR(k) (cJSON_IsString(it = cJSON_GetObjectItem(m, k)) ? strdup(it->valuestring) : NULL)
+#define NUM(k) (cJSON_IsNumber(it = cJSON_GetObjectItem(m, k)) ? it->valuedouble : 0)
+#define OBJ(k) ((it = cJSON_GetObjectItem(m, k)) && !cJSON_IsNull(it) ? cJSON_Duplicate(it, 1) : NULL)
+	b->pool = STR("poolId");
+	b->image = STR("image");
+	b->error = STR("error");
+	b->cport = (int)NUM("containerPort");
+	b->port = (uint16_t)NUM("hostPort");
+	b->idle_s = (long)NUM("idleTimeoutSeconds");
+	b->timeout_s = (long)NUM("timeoutSeconds");
+	b->created = (long long)NUM("created");
+	b->cpu = OBJ("cpu");
+	b->memory = OBJ("memory");
+	b->environment = OBJ("environment");
+	it = cJSON_GetObjectItem(m, "status");
+	b->status = cJSON_IsString(it) && !strcmp(it->valuestring, "failed")     ? "failed"
+		    : cJSON_IsString(it) && !strcmp(it->valuestring, "deleting") ? "deleting"
+										   : "ready";
+#undef STR
+#undef NUM
+#undef OBJ
+	cJSON_Delete(m);
+	return b;
+}
+
+/* Serve again every sandbox recorded under the root. */
+static void orch_recover(struct orch *o)
+{
+	int fd = dup(o->rootfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *e;
+
+	while (d && (e = readdir(d))) {
+		struct box *b;
+
+		if (!orch_valid_id(e->d_name))
+			continue;
+		b = box_load(o, e->d_name);
+		if (!b) {
+			/* No record: a create that never finished. */
+			struct files_error fe;
+
+			files_delete(o->rootfd, e->d_name, &fe);
+			continue;
+		}
+		if (!strcmp(b->status, "deleting")) {
+			box_destroy(o, b);
+			continue;
+		}
+		if (strcmp(b->status, "failed")) {
+			uint16_t port = b->port;
+
+			box_serve(o, b, port);
+			if (!b->sb) {
+				b->port = port; /* keep the port it is known by */
+				free(b->error);
+				b->error = strdup("cannot serve the sandbox on its port again");
+			} else {
+				box_save(o, b);
+			}
+		}
+		b->next = o->boxes;
+		o->boxes = b;
+	}
+	if (d)
+		closedir(d);
+	else if (fd >= 0)
+		close(fd);
+}
+
+struct orch *orch_start(const struct orch_config *c, char *err, size_t errlen)
+{
+	struct orch *o = calloc(1, sizeof(*o));
+	struct svc_config sc = {
+		.listen = c->listen,
+		.port = c->port,
+		.admin = c->admin,
+		.faults = c->faults,
+		.ops = &orch_ops,
+		.owner = o,
+	};
+
+	if (!o)
+		return NULL;
+	pthread_mutex_init(&o->lock, NULL);
+	o->rootfd = o->lockfd = -1;
+	o->root = strdup(c->root);
+	o->token = c->token ? strdup(c->token) : NULL;
+	o->shell = strdup(c->shell ? c->shell : "/bin/sh");
+	o->admin = c->admin;
+	o->sandbox_faults = c->faults;
+	o->npools = c->npools;
+	o->pools = calloc(c->npools ? c->npools : 1, sizeof(char *));
+	for (size_t i = 0; i < c->npools; i++)
+		o->pools[i] = strdup(c->pools[i]);
+
+	if (mkdir(o->root, 0700) && errno != EEXIST) {
+		snprintf(err, errlen, "cannot create the root %s: %s", o->root, strerror(errno));
+		goto fail;
+	}
+	o->rootfd = open(o->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (o->rootfd < 0) {
+		snprintf(err, errlen, "cannot open the root %s: %s", o->root, strerror(errno));
+		goto fail;
+	}
+	fchmod(o->rootfd, 0700);
+	o->lockfd = openat(o->rootfd, ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (o->lockfd < 0 || flock(o->lockfd, LOCK_EX | LOCK_NB)) {
+		snprintf(err, errlen, "another orchestrator is using the root %s", o->root);
+		goto fail;
+	}
+	orch_recover(o);
+	if (svc_start(&o->svc, &sc, err, errlen))
+		goto fail;
+	if (pthread_create(&o->reaper, NULL, reaper_main, o) == 0)
+		o->reaper_started = true;
+	return o;
+fail:
+	orch_stop(o);
+	return NULL;
+}
+
+uint16_t orch_port(const struct orch *o)
+{
+	return o->svc.port;
+}
+
+void orch_stop(struct orch *o)
+{
+	atomic_store(&o->stopping, true);
+	if (o->reaper_started)
+		pthread_join(o->reaper, NULL);
+	if (o->svc.daemon)
+		svc_stop(&o->svc);
+	while (o->boxes) {
+		struct box *b = o->boxes;
+
+		o->boxes = b->next;
+		if (b->sb)
+			sandbox_stop(b->sb);
+		box_free(b);
+	}
+	if (o->lockfd >= 0)
+		close(o->lockfd);
+	if (o->rootfd >= 0)
+		close(o->rootfd);
+	for (size_t i = 0; i < o->npools; i++)
+		free(o->pools[i]);
+	free(o->pools);
+	free(o->root);
+	free(o->token);
+	free(o->shell);
+	pthread_mutex_destroy(&o->lock);
+	free(o);
+}

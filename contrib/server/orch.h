@@ -1,0 +1,43 @@
+/*
+ * orch.h — the local orchestrator: the /v1/sandbox API of CONTRACT.md over
+ * sandboxes that are directories under a root, each served by its own
+ * contract server on 127.0.0.1.
+ *
+ * Layout of the root (mode 0700): ROOT/.lock (held while serving),
+ * ROOT/ID/sandbox.json (mode 0600: id, pool, image, port, ...) and
+ * ROOT/ID/workspace/. At start every sandbox found there is served again
+ * on the port it had, so its URL stays valid across restarts.
+ */
+#ifndef SBX_ORCH_H
+#define SBX_ORCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "faults.h"
+
+struct orch;
+
+struct orch_config {
+	const char *root;
+	const char *token;        /* bearer token, or NULL for none */
+	const char *const *pools; /* pool names */
+	size_t npools;
+	const char *listen; /* the API's address; sandboxes use 127.0.0.1 */
+	uint16_t port;
+	const char *shell; /* for the sandboxes' commands */
+	bool admin;        /* /_admin/ on the API and on every sandbox */
+	struct faults faults;
+};
+
+struct orch *orch_start(const struct orch_config *c, char *err, size_t errlen);
+uint16_t orch_port(const struct orch *o);
+
+/* Stop serving the API and the sandboxes; they stay on disk. */
+void orch_stop(struct orch *o);
+
+/* True when s is an RFC 1123 label of at most 63 characters. */
+bool orch_valid_id(const char *s);
+
+#endif

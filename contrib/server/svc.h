@@ -1,0 +1,137 @@
+/*
+ * svc.h — one HTTP service on libmicrohttpd: a sandbox's contract server or
+ * the orchestrator's API.
+ *
+ * The service owns the daemon (one thread per connection, so a long
+ * /execute never blocks file calls; keep-alive), the request life cycle,
+ * percent-decoding of the path, JSON replies and errors, counters, the
+ * command log, and the test switches of /_admin/ (--faults).
+ *
+ * A request goes through the ops of its service: begin() on the first
+ * call (route it, maybe start streaming the body), data() for each chunk
+ * of a streamed body, finish() once the body is complete, cleanup() when
+ * the request is over, answered or not.
+ */
+#ifndef SBX_SVC_H
+#define SBX_SVC_H
+
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "faults.h"
+
+struct cJSON;
+struct svc;
+struct req;
+
+enum route {
+	ROUTE_OTHER,
+	ROUTE_HEALTH,
+	ROUTE_EXECUTE,
+	ROUTE_FILES,
+	ROUTE_ORCH,
+	ROUTE_ADMIN,
+};
+
+struct svc_ops {
+	void (*begin)(struct req *r);
+	void (*data)(struct req *r, const char *buf, size_t n);
+	enum MHD_Result (*finish)(struct req *r);
+	void (*cleanup)(struct req *r);
+	/* After POST /_admin/faults changed this service's faults. */
+	void (*faults_changed)(struct svc *s, const struct faults *f);
+};
+
+/* Counters shown by GET /_admin/stats. Requests to /_admin/ are not
+ * counted. */
+struct svc_stats {
+	atomic_long connections; /* TCP connections accepted */
+	atomic_long requests;
+	atomic_long executes; /* /execute requests */
+	atomic_long commands; /* commands started */
+	atomic_long timeouts; /* commands killed by their timeout */
+	atomic_long busy;     /* /execute refused with 409 */
+	atomic_long puts, gets, lists, deletes, health;
+	atomic_long creates, destroys; /* orchestrator */
+	atomic_long errors;            /* answers >= 400 */
+	atomic_long faults;            /* injected faults */
+};
+
+#define SVC_LOG_MAX 1000
+
+struct svc {
+	const struct svc_ops *ops;
+	void *owner;
+	bool admin;
+	struct MHD_Daemon *daemon;
+	uint16_t port;
+	pthread_mutex_t lock; /* faults and log */
+	struct faults faults;
+	struct svc_stats stats;
+	char *log[SVC_LOG_MAX]; /* ring of commands started */
+	size_t log_start, log_count;
+	atomic_llong last_activity_ms; /* monotonic; for idle teardown */
+	atomic_int active;             /* requests in progress */
+};
+
+struct req {
+	struct svc *svc;
+	struct MHD_Connection *conn;
+	const char *method;
+	char *path; /* percent-decoded URL path */
+	enum route route;
+	int status; /* early error, answered at finish */
+	char errmsg[160];
+	bool stream; /* the body goes to ops->data */
+	char *body;
+	size_t len, cap, limit;
+	struct faults f; /* snapshot when the request began */
+	bool faulted;    /* f applies to this request */
+	void *ctx;       /* the service's per-request state */
+};
+
+struct svc_config {
+	const char *listen; /* address, default 127.0.0.1 */
+	uint16_t port;      /* 0: ephemeral */
+	bool admin;         /* serve /_admin/ */
+	struct faults faults;
+	const struct svc_ops *ops;
+	void *owner;
+};
+
+/* Start listening. Returns 0, or -1 with a message in err. */
+int svc_start(struct svc *s, const struct svc_config *c, char *err, size_t errlen);
+
+/* Stop the daemon (waits for the connection threads) and free the log. */
+void svc_stop(struct svc *s);
+
+long long svc_now_ms(void);
+
+/* Record an early error; finish() is then skipped and it is answered. */
+void svc_fail(struct req *r, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Answers. Each applies this request's faults (delay, malformed JSON,
+ * lost answer) and returns what the access handler must return. */
+enum MHD_Result svc_reply(struct req *r, unsigned int status, struct MHD_Response *resp);
+enum MHD_Result svc_reply_json(struct req *r, unsigned int status, struct cJSON *body);
+enum MHD_Result svc_reply_text_json(struct req *r, unsigned int status, char *json,
+				    size_t len);
+enum MHD_Result svc_reply_error(struct req *r, unsigned int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+enum MHD_Result svc_reply_empty(struct req *r, unsigned int status);
+
+/* Append a command to the log (a copy, cut at 64 KiB). */
+void svc_log_command(struct svc *s, const char *cmd);
+
+/* Set the faults (as POST /_admin/faults does, without the hook). */
+void svc_set_faults(struct svc *s, const struct faults *f);
+
+/* A request header, or NULL. */
+const char *svc_header(struct req *r, const char *name);
+
+#endif

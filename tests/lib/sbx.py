@@ -1,0 +1,414 @@
+"""sbx — shared pytest helpers for sandboxfs tests (stdlib only).
+
+Import it from a conftest.py with::
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+    import sbx
+
+What it offers:
+
+* ``build_dir()``, ``server_binary()``: the build dir from env
+  ``SANDBOXFS_BUILD`` (absolute; default ``./build`` of the checkout) and
+  ``build/contrib/sandbox-server`` in it.
+* ``Server``: starts ``sandbox-server`` on 127.0.0.1 with ``--port 0
+  --port-file`` in a private temp dir and stops it by its PID (SIGTERM, then
+  SIGKILL). Single-sandbox mode by default (temp workspace), or
+  ``orchestrator=True`` (temp root, random token in a 0600 file, pools).
+  ``faults=True`` serves ``/_admin/``; ``fault=["lose_answer", "routes=execute"]``
+  switches faults on from the start. Use as a context manager, or
+  ``start_server(...)`` / ``server.stop()``. Attributes: ``url``, ``port``,
+  ``pid``, ``workspace`` (single mode), ``root``, ``token``, ``token_file``
+  (orchestrator mode), ``tmp`` (its private dir), ``proc``; methods
+  ``client()``, ``restart()``, ``vm_hwm_kib()``, ``output()`` (what it
+  printed so far).
+* ``Client``: plain HTTP to one base URL (a sandbox or an orchestrator).
+  ``execute``, ``put``, ``put_stream``, ``get``, ``get_stream``, ``list``,
+  ``delete``, ``healthz``; orchestrator calls ``create``, ``sandboxes``,
+  ``sandbox``, ``delete_sandbox``, ``pools``, ``pool``; admin calls
+  ``set_faults``, ``faults``, ``stats``, ``log``. Each returns a ``Response``
+  (``status``, ``headers``, ``body`` bytes, ``json()``, ``text``), except the
+  streaming ones. Paths are percent-encoded per segment by ``quote_path``.
+  Every call has a timeout (``timeout=`` seconds, default 30).
+* Module-level shortcuts taking a URL: ``execute(url, cmd, timeout_seconds)``,
+  ``put(url, path, data)``, ``get``, ``list_dir``, ``delete``,
+  ``set_faults(url, **faults)``, ``stats(url)``, ``log(url)``.
+
+Secrets: the sandbox URL and the token are capabilities. Nothing here prints
+them; do not put them in assertion messages either.
+"""
+
+import http.client
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def build_dir():
+    """The meson build directory (env SANDBOXFS_BUILD, else REPO/build)."""
+    return Path(os.environ.get("SANDBOXFS_BUILD") or REPO / "build")
+
+
+def server_binary():
+    return build_dir() / "contrib" / "sandbox-server"
+
+
+def quote_path(path):
+    """Percent-encode each segment of a path; '/' stays a separator."""
+    return "/".join(urllib.parse.quote(seg, safe="") for seg in path.split("/"))
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    @property
+    def text(self):
+        return self.body.decode("utf-8", "replace")
+
+    def json(self):
+        return json.loads(self.body)
+
+    def __repr__(self):
+        return f"<Response {self.status} {self.body[:200]!r}>"
+
+
+class Client:
+    """HTTP to one base URL. A new connection per request unless
+    keep_alive=True (then one connection is reused and reopened when the
+    server closed it)."""
+
+    def __init__(self, url, token=None, timeout=30, keep_alive=False):
+        u = urllib.parse.urlsplit(url)
+        self.host = u.hostname
+        self.port = u.port or 80
+        self.base = u.path.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self.keep_alive = keep_alive
+        self._conn = None
+
+    def __repr__(self):
+        return "<sbx.Client>"  # never show the URL
+
+    def _connection(self, timeout):
+        if self.keep_alive and self._conn is not None:
+            self._conn.timeout = timeout
+            if self._conn.sock is not None:
+                self._conn.sock.settimeout(timeout)
+            return self._conn
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        if self.keep_alive:
+            self._conn = conn
+        return conn
+
+    def close(self):
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _headers(self, headers, body_json):
+        h = {}
+        if body_json:
+            h["Content-Type"] = "application/json"
+        if self.token:
+            h["Authorization"] = "Bearer " + self.token
+        h.update(headers or {})
+        return {k: v for k, v in h.items() if v is not None}
+
+    def open(self, method, path, body=None, headers=None, timeout=None, json_body=None):
+        """Send a request; return the http.client response (caller reads
+        and closes it) and the connection."""
+        if json_body is not None:
+            body = json.dumps(json_body).encode()
+        conn = self._connection(timeout or self.timeout)
+        try:
+            conn.request(method, self.base + path, body=body,
+                         headers=self._headers(headers, json_body is not None))
+            return conn, conn.getresponse()
+        except Exception:
+            conn.close()
+            if conn is self._conn:
+                self._conn = None
+            raise
+
+    def request(self, method, path, body=None, headers=None, timeout=None, json_body=None):
+        conn, resp = self.open(method, path, body, headers, timeout, json_body)
+        try:
+            data = resp.read()
+            return Response(resp.status, dict(resp.getheaders()), data)
+        finally:
+            if not self.keep_alive:
+                conn.close()
+
+    # --- the sandbox contract ---
+    def healthz(self, **kw):
+        return self.request("GET", "/healthz", **kw)
+
+    def execute(self, command, timeout_seconds=None, timeout=None, extra=None):
+        body = {"command": command}
+        if timeout_seconds is not None:
+            body["timeoutSeconds"] = timeout_seconds
+        body.update(extra or {})
+        if timeout is None:
+            t = timeout_seconds if timeout_seconds else 60
+            timeout = t + 30
+        return self.request("POST", "/execute", json_body=body, timeout=timeout)
+
+    def put(self, path, data, **kw):
+        return self.request("PUT", "/files/" + quote_path(path), body=data, **kw)
+
+    def put_stream(self, path, chunks, length, timeout=600):
+        """PUT from an iterable of bytes whose total is length."""
+        return self.request("PUT", "/files/" + quote_path(path), body=chunks,
+                            headers={"Content-Length": str(length)}, timeout=timeout)
+
+    def get(self, path, **kw):
+        return self.request("GET", "/files/" + quote_path(path), **kw)
+
+    def get_stream(self, path, chunk=1 << 20, timeout=600):
+        """Yield (status, chunk...) : first the status, then body chunks."""
+        conn, resp = self.open("GET", "/files/" + quote_path(path), timeout=timeout)
+        try:
+            yield resp.status
+            while True:
+                b = resp.read(chunk)
+                if not b:
+                    break
+                yield b
+        finally:
+            conn.close()
+            if conn is self._conn:
+                self._conn = None
+
+    def list(self, path="", **kw):
+        return self.request("GET", "/files/" + quote_path(path), **kw)
+
+    def delete(self, path, **kw):
+        return self.request("DELETE", "/files/" + quote_path(path), **kw)
+
+    # --- the orchestrator API ---
+    def create(self, body=None, **fields):
+        body = dict(body or {}, **fields)
+        return self.request("POST", "/v1/sandbox", json_body=body)
+
+    def sandboxes(self):
+        return self.request("GET", "/v1/sandbox")
+
+    def sandbox(self, sid):
+        return self.request("GET", "/v1/sandbox/" + quote_path(sid))
+
+    def delete_sandbox(self, sid):
+        return self.request("DELETE", "/v1/sandbox/" + quote_path(sid))
+
+    def pools(self):
+        return self.request("GET", "/v1/sandbox-pool")
+
+    def pool(self, pid):
+        return self.request("GET", "/v1/sandbox-pool/" + quote_path(pid))
+
+    # --- /_admin/ (servers started with --faults) ---
+    def set_faults(self, **faults):
+        """Replace the fault set (absent fields: off). Returns the set."""
+        r = self.request("POST", "/_admin/faults", json_body=faults)
+        assert r.status == 200, r
+        return r.json()
+
+    def faults(self):
+        return self.request("GET", "/_admin/faults").json()
+
+    def stats(self):
+        return self.request("GET", "/_admin/stats").json()
+
+    def log(self):
+        """Commands started by /execute, oldest first."""
+        return self.request("GET", "/_admin/log").json()["commands"]
+
+
+class Server:
+    """A sandbox-server process on 127.0.0.1 with an ephemeral port."""
+
+    def __init__(self, orchestrator=False, faults=False, fault=(), workspace=None,
+                 root=None, token=True, pools=(), shell=None, env=None, args=(),
+                 port=0, tmp=None):
+        self.orchestrator = orchestrator
+        self.faults = faults
+        self.fault = list(fault)
+        self.own_tmp = tmp is None
+        self.tmp = Path(tmp or tempfile.mkdtemp(prefix="sbx-server-"))
+        self.workspace = None if orchestrator else Path(workspace or self.tmp / "workspace")
+        self.root = Path(root or self.tmp / "root") if orchestrator else None
+        self.token = None
+        self.token_file = None
+        if orchestrator and token:
+            self.token = token if isinstance(token, str) else secrets.token_hex(16)
+            self.token_file = self.tmp / "token"
+            fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(self.token + "\n")
+        self.pools = list(pools)
+        self.shell = shell
+        self.env = env
+        self.args = list(args)
+        self.want_port = port
+        self.port = None
+        self.url = None
+        self.proc = None
+        self._log = None
+
+    def __repr__(self):
+        return f"<sbx.Server pid={self.pid}>"
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    def command(self):
+        cmd = [str(server_binary()), "--port", str(self.want_port),
+               "--port-file", str(self.tmp / "port")]
+        if self.orchestrator:
+            cmd += ["--orchestrator", "--root", str(self.root)]
+            if self.token_file:
+                cmd += ["--token-file", str(self.token_file)]
+            for p in self.pools:
+                cmd += ["--pool", p]
+        else:
+            cmd += ["--workspace", str(self.workspace)]
+        if self.shell:
+            cmd += ["--shell", self.shell]
+        if self.faults:
+            cmd.append("--faults")
+        for f in self.fault:
+            cmd += ["--fault", f]
+        return cmd + self.args
+
+    def start(self, timeout=10):
+        pf = self.tmp / "port"
+        if pf.exists():
+            pf.unlink()
+        env = dict(os.environ)
+        env.update(self.env or {})
+        self._log = open(self.tmp / "server.log", "ab")
+        self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=env)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sandbox-server exited with {self.proc.returncode}: "
+                                   f"{self.output()[-2000:]}")
+            if pf.exists():
+                self.port = int(pf.read_text().strip())
+                self.url = f"http://127.0.0.1:{self.port}"
+                return self
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError("sandbox-server did not write its port file in time")
+
+    def output(self):
+        p = self.tmp / "server.log"
+        return p.read_text(errors="replace") if p.exists() else ""
+
+    def stop(self, timeout=15):
+        """SIGTERM by PID, SIGKILL if it does not stop in time. Returns the
+        exit code."""
+        rc = None
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    self.proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+            rc = self.proc.returncode
+            self.proc = None
+        if self._log:
+            self._log.close()
+            self._log = None
+        return rc
+
+    def restart(self, same_port=False):
+        if same_port and self.port:
+            self.want_port = self.port
+        self.stop()
+        return self.start()
+
+    def cleanup(self):
+        self.stop()
+        if self.own_tmp:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def client(self, **kw):
+        kw.setdefault("token", self.token)
+        return Client(self.url, **kw)
+
+    def vm_hwm_kib(self):
+        """Peak resident memory (VmHWM) of the server in KiB."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+        raise RuntimeError("no VmHWM")
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.cleanup()
+
+
+def start_server(**kw):
+    """Start a Server (see its arguments) and return it; call .cleanup()."""
+    return Server(**kw).start()
+
+
+# --- shortcuts taking a URL ---
+def execute(url, command, timeout_seconds=None, token=None):
+    return Client(url, token).execute(command, timeout_seconds)
+
+
+def put(url, path, data):
+    return Client(url).put(path, data)
+
+
+def get(url, path):
+    return Client(url).get(path)
+
+
+def list_dir(url, path=""):
+    return Client(url).list(path)
+
+
+def delete(url, path):
+    return Client(url).delete(path)
+
+
+def set_faults(url, **faults):
+    return Client(url).set_faults(**faults)
+
+
+def stats(url):
+    return Client(url).stats()
+
+
+def log(url):
+    return Client(url).log()
+
+
+def wait_for(predicate, timeout=10, interval=0.05):
+    """Poll predicate() until it is truthy; return its value or None."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = predicate()
+        if v or time.monotonic() >= deadline:
+            return v
+        time.sleep(interval)
