@@ -460,7 +460,7 @@ static int replay(struct journal *j, struct journal_open_report *rep)
 int journal_open(const struct journal_options *o, struct journal **out,
 		 struct journal_open_report *report)
 {
-	struct journal_open_report dummy;
+	struct journal_open_report dummy = {0};
 	struct journal_open_report *rep = report ? report : &dummy;
 	struct journal *j;
 	int rc;
