@@ -380,7 +380,7 @@ static void test_registry(void)
 	CHECK_EQ_INT(mode_of(reg), 0600);
 	size_t len;
 	char *all = (char *)jt_read_file(reg, &len);
-	all = realloc(all, len + 1);
+	all = jt_realloc(all, len + 1);
 	all[len] = '\0';
 	for (int i = 0; i < 3; i++) {
 		char *first = strstr(all, dirs[i]);
