@@ -19,57 +19,59 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"usage: sandbox-server [OPTIONS]\n"
-		"       sandbox-server --orchestrator --root DIR [OPTIONS]\n"
-		"\n"
-		"Without --orchestrator, serves one sandbox's contract (POST /execute,\n"
-		"GET|PUT|DELETE /files/PATH, GET /healthz) over a workspace directory,\n"
-		"configured like the reference server by SANDBOX_WORKSPACE (default\n"
-		"/workspace), SANDBOX_PORT (3000) and SANDBOX_SHELL (/bin/sh).\n"
-		"\n"
-		"With --orchestrator, serves /v1/sandbox and /v1/sandbox-pool; each\n"
-		"sandbox is a contract server on its own 127.0.0.1 port with its workspace\n"
-		"in ROOT/ID/workspace, and is served again on the same port after a restart.\n"
-		"\n"
-		"Options (both modes):\n"
-		"  --listen ADDR        address to listen on (default 127.0.0.1)\n"
-		"  --port N             port (0: ephemeral; overrides SANDBOX_PORT)\n"
-		"  --port-file PATH     write the bound port there, atomically, once\n"
-		"                       connections are accepted\n"
-		"  --workspace DIR      the workspace (overrides SANDBOX_WORKSPACE)\n"
-		"  --shell PATH         the shell for commands (overrides SANDBOX_SHELL)\n"
-		"  --faults             serve the test routes /_admin/faults (GET, POST),\n"
-		"                       /_admin/stats and /_admin/log; in orchestrator mode\n"
-		"                       every sandbox serves them too, and a POST to the\n"
-		"                       orchestrator's /_admin/faults sets every sandbox's\n"
-		"  --fault NAME[=VALUE] switch a fault on from the start (repeatable):\n"
-		"                       lose_answer, drop_before, malformed_json,\n"
-		"                       hostile_listing (true|false, default true),\n"
-		"                       error_rate=0..1, delay_ms=N,\n"
-		"                       routes=all|execute|files|orchestrator\n"
-		"  --help, --version\n"
-		"\n"
-		"Orchestrator mode:\n"
-		"  --orchestrator       serve the orchestrator API\n"
-		"  --root DIR           where sandboxes live (created, mode 0700)\n"
-		"  --token-file PATH    require 'Authorization: Bearer TOKEN' with the\n"
-		"                       token read from PATH (first line)\n"
-		"  --pool NAME          a pool (repeatable; default: one pool 'default')\n"
-		"\n"
-		"Faults (JSON of /_admin/faults; POST replaces the whole set):\n"
-		"  lose_answer          do the work, then close without answering\n"
-		"  drop_before          close the connection before doing the work\n"
-		"  error_rate           answer 500 at this rate, without doing the work\n"
-		"  delay_ms             wait this long before every answer\n"
-		"  malformed_json       JSON answers are cut short\n"
-		"  hostile_listing      listings also hold entries named '..', '.', 'a/b',\n"
-		"                       '' and '/etc/passwd', a negative size, a number as\n"
-		"                       a name and a missing size\n"
-		"  routes               the routes they apply to (never /_admin/)\n"
-		"/_admin/stats counts connections, requests, executes, commands, timeouts,\n"
-		"busy, puts, gets, lists, deletes, health, creates, destroys, errors,\n"
-		"faults. /_admin/log lists the last 1000 commands started by /execute.\n");
+	fprintf(
+	    out,
+	    "usage: sandbox-server [OPTIONS]\n"
+	    "       sandbox-server --orchestrator --root DIR [OPTIONS]\n"
+	    "\n"
+	    "Without --orchestrator, serves one sandbox's contract (POST /execute,\n"
+	    "GET|PUT|DELETE /files/PATH, GET /healthz) over a workspace directory,\n"
+	    "configured like the reference server by SANDBOX_WORKSPACE (default\n"
+	    "/workspace), SANDBOX_PORT (3000) and SANDBOX_SHELL (/bin/sh).\n"
+	    "\n"
+	    "With --orchestrator, serves /v1/sandbox and /v1/sandbox-pool; each\n"
+	    "sandbox is a contract server on its own 127.0.0.1 port with its workspace\n"
+	    "in ROOT/ID/workspace, and is served again on the same port after a "
+	    "restart.\n"
+	    "\n"
+	    "Options (both modes):\n"
+	    "  --listen ADDR        address to listen on (default 127.0.0.1)\n"
+	    "  --port N             port (0: ephemeral; overrides SANDBOX_PORT)\n"
+	    "  --port-file PATH     write the bound port there, atomically, once\n"
+	    "                       connections are accepted\n"
+	    "  --workspace DIR      the workspace (overrides SANDBOX_WORKSPACE)\n"
+	    "  --shell PATH         the shell for commands (overrides SANDBOX_SHELL)\n"
+	    "  --faults             serve the test routes /_admin/faults (GET, POST),\n"
+	    "                       /_admin/stats and /_admin/log; in orchestrator mode\n"
+	    "                       every sandbox serves them too, and a POST to the\n"
+	    "                       orchestrator's /_admin/faults sets every sandbox's\n"
+	    "  --fault NAME[=VALUE] switch a fault on from the start (repeatable):\n"
+	    "                       lose_answer, drop_before, malformed_json,\n"
+	    "                       hostile_listing (true|false, default true),\n"
+	    "                       error_rate=0..1, delay_ms=N,\n"
+	    "                       routes=all|execute|files|orchestrator\n"
+	    "  --help, --version\n"
+	    "\n"
+	    "Orchestrator mode:\n"
+	    "  --orchestrator       serve the orchestrator API\n"
+	    "  --root DIR           where sandboxes live (created, mode 0700)\n"
+	    "  --token-file PATH    require 'Authorization: Bearer TOKEN' with the\n"
+	    "                       token read from PATH (first line)\n"
+	    "  --pool NAME          a pool (repeatable; default: one pool 'default')\n"
+	    "\n"
+	    "Faults (JSON of /_admin/faults; POST replaces the whole set):\n"
+	    "  lose_answer          do the work, then close without answering\n"
+	    "  drop_before          close the connection before doing the work\n"
+	    "  error_rate           answer 500 at this rate, without doing the work\n"
+	    "  delay_ms             wait this long before every answer\n"
+	    "  malformed_json       JSON answers are cut short\n"
+	    "  hostile_listing      listings also hold entries named '..', '.', 'a/b',\n"
+	    "                       '' and '/etc/passwd', a negative size, a number as\n"
+	    "                       a name and a missing size\n"
+	    "  routes               the routes they apply to (never /_admin/)\n"
+	    "/_admin/stats counts connections, requests, executes, commands, timeouts,\n"
+	    "busy, puts, gets, lists, deletes, health, creates, destroys, errors,\n"
+	    "faults. /_admin/log lists the last 1000 commands started by /execute.\n");
 }
 
 /* Write the port to path through a temporary file and a rename, so a
@@ -106,7 +108,8 @@ static char *read_token(const char *path)
 		free(line);
 		return NULL;
 	}
-	while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' '))
+	while (n > 0 &&
+	       (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' '))
 		line[--n] = '\0';
 	if (n == 0) {
 		free(line);
@@ -128,25 +131,39 @@ static int parse_port(const char *s, uint16_t *port)
 
 int main(int argc, char **argv)
 {
-	enum { O_LISTEN = 256, O_PORT, O_PORT_FILE, O_WORKSPACE, O_SHELL, O_FAULTS, O_FAULT,
-	       O_ORCH, O_ROOT, O_TOKEN_FILE, O_POOL, O_HELP, O_VERSION };
-	static const struct option opts[] = {
-		{"listen", required_argument, NULL, O_LISTEN},
-		{"port", required_argument, NULL, O_PORT},
-		{"port-file", required_argument, NULL, O_PORT_FILE},
-		{"workspace", required_argument, NULL, O_WORKSPACE},
-		{"shell", required_argument, NULL, O_SHELL},
-		{"faults", no_argument, NULL, O_FAULTS},
-		{"fault", required_argument, NULL, O_FAULT},
-		{"orchestrator", no_argument, NULL, O_ORCH},
-		{"root", required_argument, NULL, O_ROOT},
-		{"token-file", required_argument, NULL, O_TOKEN_FILE},
-		{"pool", required_argument, NULL, O_POOL},
-		{"help", no_argument, NULL, O_HELP},
-		{"version", no_argument, NULL, O_VERSION},
-		{NULL, 0, NULL, 0},
+	enum {
+		O_LISTEN = 256,
+		O_PORT,
+		O_PORT_FILE,
+		O_WORKSPACE,
+		O_SHELL,
+		O_FAULTS,
+		O_FAULT,
+		O_ORCH,
+		O_ROOT,
+		O_TOKEN_FILE,
+		O_POOL,
+		O_HELP,
+		O_VERSION
 	};
-	const char *listen = "127.0.0.1", *port_file = NULL, *root = NULL, *token_file = NULL;
+	static const struct option opts[] = {
+	    {"listen", required_argument, NULL, O_LISTEN},
+	    {"port", required_argument, NULL, O_PORT},
+	    {"port-file", required_argument, NULL, O_PORT_FILE},
+	    {"workspace", required_argument, NULL, O_WORKSPACE},
+	    {"shell", required_argument, NULL, O_SHELL},
+	    {"faults", no_argument, NULL, O_FAULTS},
+	    {"fault", required_argument, NULL, O_FAULT},
+	    {"orchestrator", no_argument, NULL, O_ORCH},
+	    {"root", required_argument, NULL, O_ROOT},
+	    {"token-file", required_argument, NULL, O_TOKEN_FILE},
+	    {"pool", required_argument, NULL, O_POOL},
+	    {"help", no_argument, NULL, O_HELP},
+	    {"version", no_argument, NULL, O_VERSION},
+	    {NULL, 0, NULL, 0},
+	};
+	const char *listen = "127.0.0.1", *port_file = NULL, *root = NULL,
+		   *token_file = NULL;
 	const char *workspace = getenv("SANDBOX_WORKSPACE");
 	const char *shell = getenv("SANDBOX_SHELL");
 	const char *env_port = getenv("SANDBOX_PORT");
@@ -191,7 +208,8 @@ int main(int argc, char **argv)
 		case O_FAULT:
 			e = faults_set(&faults, optarg);
 			if (e) {
-				fprintf(stderr, "sandbox-server: --fault %s: %s\n", optarg, e);
+				fprintf(stderr, "sandbox-server: --fault %s: %s\n",
+					optarg, e);
 				return 2;
 			}
 			break;
@@ -205,9 +223,11 @@ int main(int argc, char **argv)
 			token_file = optarg;
 			break;
 		case O_POOL:
-			if (npools == MAX_POOLS || !orch_valid_id(optarg) || strlen(optarg) > 54) {
+			if (npools == MAX_POOLS || !orch_valid_id(optarg) ||
+			    strlen(optarg) > 54) {
 				fprintf(stderr,
-					"sandbox-server: a pool name is a lowercase label of at "
+					"sandbox-server: a pool name is a lowercase "
+					"label of at "
 					"most 54 characters (at most %d pools)\n",
 					MAX_POOLS);
 				return 2;
@@ -268,15 +288,15 @@ int main(int argc, char **argv)
 		if (!npools)
 			pools[npools++] = "default";
 		struct orch_config oc = {
-			.root = root,
-			.token = token,
-			.pools = pools,
-			.npools = npools,
-			.listen = listen,
-			.port = port,
-			.shell = shell,
-			.admin = admin,
-			.faults = faults,
+		    .root = root,
+		    .token = token,
+		    .pools = pools,
+		    .npools = npools,
+		    .listen = listen,
+		    .port = port,
+		    .shell = shell,
+		    .admin = admin,
+		    .faults = faults,
 		};
 
 		o = orch_start(&oc, err, sizeof(err));
@@ -291,12 +311,12 @@ int main(int argc, char **argv)
 		bound = orch_port(o);
 	} else {
 		struct sandbox_config sc = {
-			.workspace = workspace,
-			.shell = shell,
-			.listen = listen,
-			.port = port,
-			.admin = admin,
-			.faults = faults,
+		    .workspace = workspace,
+		    .shell = shell,
+		    .listen = listen,
+		    .port = port,
+		    .admin = admin,
+		    .faults = faults,
 		};
 
 		sb = sandbox_start(&sc, err, sizeof(err));

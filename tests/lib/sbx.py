@@ -343,10 +343,20 @@ class Server:
         self.stop()
         return self.start()
 
-    def cleanup(self):
+    def sanitizer_reports(self):
+        """Lines of AddressSanitizer/UBSan/LeakSanitizer reports the server
+        printed (a build with SANITIZE=1)."""
+        return [line for line in self.output().splitlines()
+                if "Sanitizer" in line or "runtime error:" in line]
+
+    def cleanup(self, check=True):
+        """Stop the server and remove its temp dir. With check, a
+        sanitizer report in its output fails the caller."""
         self.stop()
+        reports = self.sanitizer_reports() if check else []
         if self.own_tmp:
             shutil.rmtree(self.tmp, ignore_errors=True)
+        assert not reports, "sandbox-server reported:\n" + "\n".join(reports[:20])
 
     def client(self, **kw):
         kw.setdefault("token", self.token)
