@@ -239,7 +239,7 @@ int exec_run(const struct exec_spec *spec, struct exec_result *res, char *err,
 		if (exited)
 			wait = (int)(drain_until - now);
 		else if (deadline)
-			wait = (int)(deadline - now);
+			wait = deadline - now > 60000 ? 60000 : (int)(deadline - now);
 		if (!exited && pidfd < 0 && (wait < 0 || wait > 50))
 			wait = 50; /* no pidfd: poll for the exit */
 		if (poll(p, (nfds_t)np, wait) < 0 && errno != EINTR)
