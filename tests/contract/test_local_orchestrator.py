@@ -141,3 +141,24 @@ def test_orchestrator_faults_apply_to_its_sandboxes_too(local_orchestrator):
     # The create happened although its answer was lost: read it by id.
     assert c.sandbox("lost-create").status == 200
     assert box.execute("echo ok").json()["stdout"] == "ok\n"
+
+
+def test_a_sandbox_whose_port_is_taken_at_restart_fails_then_recovers(local_orchestrator):
+    import socket
+    s = local_orchestrator
+    st = make(s, "port-taken")
+    port = int(st["url"].rsplit(":", 1)[1])
+    s.stop()
+    blocker = socket.socket()
+    blocker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    blocker.bind(("127.0.0.1", port))
+    blocker.listen()
+    try:
+        s.start()
+        st2 = s.client().sandbox("port-taken").json()
+        assert st2["status"] == "failed" and st2["error"] and "url" not in st2
+    finally:
+        blocker.close()
+    s.restart()
+    st3 = s.client().sandbox("port-taken").json()
+    assert st3["status"] == "ready" and st3["url"] == st["url"]
