@@ -35,7 +35,8 @@ static void usage(FILE *out)
 	    "restart.\n"
 	    "\n"
 	    "Options (both modes):\n"
-	    "  --listen ADDR        address to listen on (default 127.0.0.1)\n"
+	    "  --listen ADDR        address to listen on (default 127.0.0.1); an\n"
+	    "                       orchestrator's sandboxes always use 127.0.0.1\n"
 	    "  --port N             port (0: ephemeral; overrides SANDBOX_PORT)\n"
 	    "  --port-file PATH     write the bound port there, atomically, once\n"
 	    "                       connections are accepted\n"
@@ -57,7 +58,8 @@ static void usage(FILE *out)
 	    "  --root DIR           where sandboxes live (created, mode 0700)\n"
 	    "  --token-file PATH    require 'Authorization: Bearer TOKEN' with the\n"
 	    "                       token read from PATH (first line)\n"
-	    "  --pool NAME          a pool (repeatable; default: one pool 'default')\n"
+	    "  --pool NAME[:MAX]    a pool, at most MAX live sandboxes (then 429)\n"
+	    "                       (repeatable; default: one pool 'default')\n"
 	    "\n"
 	    "Faults (JSON of /_admin/faults; POST replaces the whole set):\n"
 	    "  lose_answer          do the work, then close without answering\n"
@@ -222,18 +224,28 @@ int main(int argc, char **argv)
 		case O_TOKEN_FILE:
 			token_file = optarg;
 			break;
-		case O_POOL:
-			if (npools == MAX_POOLS || !orch_valid_id(optarg) ||
-			    strlen(optarg) > 54) {
+		case O_POOL: {
+			const char *colon = strchr(optarg, ':');
+			char name[64];
+			char *end = NULL;
+			size_t n = colon ? (size_t)(colon - optarg) : strlen(optarg);
+
+			snprintf(name, sizeof(name), "%.*s", (int)(n < 63 ? n : 63),
+				 optarg);
+			if (npools == MAX_POOLS || n > 54 || !orch_valid_id(name) ||
+			    (colon && (strtol(colon + 1, &end, 10) <= 0 || *end))) {
 				fprintf(stderr,
-					"sandbox-server: a pool name is a lowercase "
-					"label of at "
-					"most 54 characters (at most %d pools)\n",
+					"sandbox-server: --pool NAME[:MAX]: NAME is a "
+					"lowercase "
+					"label of at most 54 characters, MAX a positive "
+					"number "
+					"(at most %d pools)\n",
 					MAX_POOLS);
 				return 2;
 			}
 			pools[npools++] = optarg;
 			break;
+		}
 		case O_HELP:
 			usage(stdout);
 			return 0;

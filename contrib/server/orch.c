@@ -42,6 +42,7 @@ struct orch {
 	int rootfd, lockfd;
 	char *token;
 	char **pools;
+	long *pool_max; /* 0: no limit */
 	size_t npools;
 	char *shell;
 	bool admin;
@@ -253,6 +254,24 @@ static bool pool_known(struct orch *o, const char *name)
 	return false;
 }
 
+static long pool_live(struct orch *o, const char *name)
+{
+	long live = 0;
+
+	for (struct box *b = o->boxes; b; b = b->next)
+		live += b->pool && !strcmp(b->pool, name);
+	return live;
+}
+
+/* True when the pool has a size and it is used up. Caller holds the lock. */
+static bool pool_full(struct orch *o, const char *name)
+{
+	for (size_t i = 0; i < o->npools; i++)
+		if (!strcmp(o->pools[i], name))
+			return o->pool_max[i] > 0 && pool_live(o, name) >= o->pool_max[i];
+	return false;
+}
+
 static const char *const create_fields[] = {
     "pool",
     "image",
@@ -460,6 +479,11 @@ static enum MHD_Result create_finish(struct req *r)
 		box_free(b);
 		return svc_reply_error(r, 409, "a sandbox with this id is live");
 	}
+	if (b->pool && pool_full(o, b->pool)) {
+		pthread_mutex_unlock(&o->lock);
+		box_free(b);
+		return svc_reply_error(r, 429, "the pool is exhausted");
+	}
 	/* A directory left by an interrupted delete is not a live sandbox. */
 	struct files_error fe;
 
@@ -492,16 +516,14 @@ static cJSON *pools_json(struct orch *o, const char *only)
 	cJSON *arr = cJSON_CreateArray();
 
 	for (size_t i = 0; i < o->npools; i++) {
-		long live = 0;
-
 		if (only && strcmp(only, o->pools[i]))
 			continue;
-		for (struct box *b = o->boxes; b; b = b->next)
-			live += b->pool && !strcmp(b->pool, o->pools[i]);
 		cJSON *p = cJSON_CreateObject();
 
 		cJSON_AddStringToObject(p, "id", o->pools[i]);
-		cJSON_AddNumberToObject(p, "live", (double)live);
+		cJSON_AddNumberToObject(p, "live", (double)pool_live(o, o->pools[i]));
+		if (o->pool_max[i] > 0)
+			cJSON_AddNumberToObject(p, "max", (double)o->pool_max[i]);
 		cJSON_AddItemToArray(arr, p);
 	}
 	return arr;
@@ -798,8 +820,14 @@ struct orch *orch_start(const struct orch_config *c, char *err, size_t errlen)
 	o->sandbox_faults = c->faults;
 	o->npools = c->npools;
 	o->pools = calloc(c->npools ? c->npools : 1, sizeof(char *));
-	for (size_t i = 0; i < c->npools; i++)
-		o->pools[i] = strdup(c->pools[i]);
+	o->pool_max = calloc(c->npools ? c->npools : 1, sizeof(long));
+	for (size_t i = 0; i < c->npools; i++) {
+		const char *colon = strchr(c->pools[i], ':');
+
+		o->pools[i] = colon ? strndup(c->pools[i], (size_t)(colon - c->pools[i]))
+				    : strdup(c->pools[i]);
+		o->pool_max[i] = colon ? strtol(colon + 1, NULL, 10) : 0;
+	}
 
 	if (mkdir(o->root, 0700) && errno != EEXIST) {
 		snprintf(err, errlen, "cannot create the root %s: %s", o->root,
@@ -857,6 +885,7 @@ void orch_stop(struct orch *o)
 	for (size_t i = 0; i < o->npools; i++)
 		free(o->pools[i]);
 	free(o->pools);
+	free(o->pool_max);
 	free(o->root);
 	free(o->token);
 	free(o->shell);

@@ -115,14 +115,20 @@ def test_a_second_orchestrator_on_the_same_root_is_refused(local_orchestrator):
     assert r.returncode == 1 and "another orchestrator" in r.stderr
 
 
-def test_pools_come_from_the_pool_flags(tmp_path):
-    with sbx.Server(orchestrator=True, pools=["small", "large"], tmp=tmp_path) as s:
+def test_pools_come_from_the_pool_flags_and_a_full_pool_is_429(tmp_path):
+    with sbx.Server(orchestrator=True, pools=["small:2", "large"], tmp=tmp_path) as s:
         c = s.client()
         assert sorted(p["id"] for p in c.pools().json()["pools"]) == ["large", "small"]
         assert c.create(pool="default").status == 404
         r = c.create(pool="small")
         assert r.status == 201 and r.json()["id"].startswith("small-")
-        assert c.pool("small").json() == {"id": "small", "live": 1}
+        assert c.pool("small").json() == {"id": "small", "live": 1, "max": 2}
+        assert c.create(pool="small", id="second").status == 201
+        r = c.create(pool="small", id="third")
+        assert r.status == 429 and r.json()["error"]
+        assert c.create(pool="large", id="third").status == 201
+        c.delete_sandbox("second")
+        assert c.create(pool="small", id="fourth").status == 201
 
 
 def test_orchestrator_faults_apply_to_its_sandboxes_too(local_orchestrator):
