@@ -12,6 +12,7 @@
 
 #include "exec.h"
 #include "files.h"
+#include "jsonstr.h"
 #include "svc.h"
 
 #define EXECUTE_BODY_LIMIT (8 * 1024 * 1024)
@@ -273,78 +274,18 @@ static enum MHD_Result files_finish(struct req *r)
 	return ret;
 }
 
-/* Append bytes as the inside of a JSON string: valid UTF-8 passes, any
- * invalid byte becomes U+FFFD, control characters are escaped. */
-static void json_escape(char **o, const unsigned char *s, size_t n)
-{
-	char *p = *o;
-
-	for (size_t i = 0; i < n;) {
-		unsigned char c = s[i];
-		size_t len = 0;
-
-		if (c < 0x80) {
-			if (c == '"' || c == '\\') {
-				*p++ = '\\';
-				*p++ = (char)c;
-			} else if (c == '\n') {
-				*p++ = '\\';
-				*p++ = 'n';
-			} else if (c == '\t') {
-				*p++ = '\\';
-				*p++ = 't';
-			} else if (c == '\r') {
-				*p++ = '\\';
-				*p++ = 'r';
-			} else if (c < 0x20 || c == 0x7f) {
-				p += sprintf(p, "\\u%04x", c);
-			} else {
-				*p++ = (char)c;
-			}
-			i++;
-			continue;
-		}
-		if (c >= 0xc2 && c <= 0xdf)
-			len = 2;
-		else if (c >= 0xe0 && c <= 0xef)
-			len = 3;
-		else if (c >= 0xf0 && c <= 0xf4)
-			len = 4;
-		bool ok = len && i + len <= n;
-
-		for (size_t k = 1; ok && k < len; k++)
-			ok = (s[i + k] & 0xc0) == 0x80;
-		if (ok && len == 3)
-			ok = !(c == 0xe0 && s[i + 1] < 0xa0) &&
-			     !(c == 0xed && s[i + 1] > 0x9f);
-		if (ok && len == 4)
-			ok = !(c == 0xf0 && s[i + 1] < 0x90) &&
-			     !(c == 0xf4 && s[i + 1] > 0x8f);
-		if (ok) {
-			memcpy(p, s + i, len);
-			p += len;
-			i += len;
-		} else {
-			memcpy(p, "\xef\xbf\xbd", 3);
-			p += 3;
-			i++;
-		}
-	}
-	*o = p;
-}
-
 static char *execute_json(const struct exec_result *res, size_t *len)
 {
 	/* Each byte takes at most 6 (\u00XX) output bytes. */
-	size_t cap = 6 * (res->out_len + res->err_len) + 256;
+	size_t cap = JSONSTR_MAX(res->out_len + res->err_len) + 256;
 	char *buf = malloc(cap), *p = buf;
 
 	if (!buf)
 		return NULL;
 	p += sprintf(p, "{\"exitCode\":%d,\"stdout\":\"", res->exit_code);
-	json_escape(&p, (const unsigned char *)res->out, res->out_len);
+	jsonstr_escape(&p, (const unsigned char *)res->out, res->out_len);
 	p += sprintf(p, "\",\"stderr\":\"");
-	json_escape(&p, (const unsigned char *)res->err, res->err_len);
+	jsonstr_escape(&p, (const unsigned char *)res->err, res->err_len);
 	p += sprintf(p, "\",\"durationMillis\":%lld,\"truncated\":%s}", res->duration_ms,
 		     res->truncated ? "true" : "false");
 	*len = (size_t)(p - buf);
