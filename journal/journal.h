@@ -47,6 +47,12 @@ enum journal_kind {
 	JOURNAL_DELETE_UNCONFIRMED, /* sandbox, error */
 	/* Small facts the mount keeps per sandbox. */
 	JOURNAL_SET_TIMEOUT, /* sandbox, timeout_s */
+	/* Written by compaction only: the scalar facts of one sandbox (after
+	 * its runs and uploads), or with sandbox NULL the journal-wide facts
+	 * (upload_id: the highest upload id ever given). */
+	JOURNAL_SNAPSHOT, /* sandbox, sb_state, owned, url, pool, image, port,
+			     idle_s, timeout_s, time_ms = created, seq =
+			     last_seq, commands_run, error = last_error */
 	JOURNAL_KIND_MAX
 };
 
@@ -85,6 +91,10 @@ struct journal_record {
 	uint64_t size;
 	uint32_t checksum;  /* zlib crc32 of the uploaded bytes */
 	char *error;        /* why: FAILED, UNKNOWN, NOT_RUN, UNCONFIRMED */
+	/* SNAPSHOT only. */
+	int sb_state; /* enum journal_sandbox_state */
+	bool owned;
+	uint64_t commands_run;
 };
 void journal_record_clear(struct journal_record *r);
 const char *journal_kind_name(enum journal_kind kind);

@@ -1,0 +1,115 @@
+/*
+ * backend_i.h — private: the shared client, the request machinery, and the
+ * helpers shared by the contract and orchestrator clients.
+ */
+#ifndef SANDBOXFS_BACKEND_I_H
+#define SANDBOXFS_BACKEND_I_H
+
+#include <curl/curl.h>
+#include <pthread.h>
+
+#include "backend.h"
+
+#define BACKEND_NOPS 5
+/* Latency histogram: bucket i holds latencies in [2^(i/4), 2^((i+1)/4)) us,
+ * so 4 buckets per doubling (19 % wide) from 1 us to about 2^32 us. */
+#define BACKEND_LAT_BUCKETS 128
+
+/* One easy handle per thread that used this backend; listed so that
+ * backend_free can clean up the handles of threads still alive. */
+struct backend_handle {
+	CURL *curl;
+	struct backend *owner;
+	struct backend_handle *prev, *next;
+};
+
+struct backend {
+	struct backend_config cfg;
+	char *ca_file; /* owned copy of cfg.ca_file */
+
+	CURLSH *share;
+	/* One lock per kind of shared data (DNS, TLS sessions, the share
+	 * itself), so that DNS look-ups never wait on TLS session use. */
+	pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+
+	pthread_key_t key;
+	pthread_mutex_t handles_lock; /* only guards the list, never I/O */
+	struct backend_handle *handles;
+
+	/* Statistics: plain counters updated with relaxed atomics. */
+	uint64_t requests[BACKEND_NOPS];
+	uint64_t errors;
+	uint64_t bytes_sent;
+	uint64_t bytes_received;
+	uint64_t connections_opened;
+	uint64_t names_dropped;
+	uint64_t latency[BACKEND_LAT_BUCKETS];
+};
+
+/* One HTTP request, described by the caller of backend_http. */
+struct backend_req {
+	enum backend_op op;
+	const char *method;   /* "GET", "PUT", "POST", "DELETE" */
+	const char *base_url; /* secret: sandbox URL or orchestrator base */
+	const char *path;     /* encoded, begins with '/' */
+	const char *token;    /* bearer token or NULL */
+
+	const char *body; /* POST body (JSON), body_len bytes */
+	size_t body_len;
+	int put_fd; /* PUT: send put_size bytes of put_fd, -1 otherwise */
+	uint64_t put_size;
+	int get_fd; /* 2xx answer body goes to get_fd; -1: into memory */
+	size_t max_answer; /* bound for an answer kept in memory */
+
+	long timeout_ms; /* total bound, 0 = none */
+	bool stall;      /* fail a transfer that stalls (LOW_SPEED_*) */
+	/* The request has effects and must never be sent twice (execute,
+	 * create): it goes on a fresh connection and its body cannot be
+	 * rewound, so libcurl can never resend it. */
+	bool once;
+
+	/* Results. */
+	long http_status;
+	char *answer; /* in-memory answer, NUL-terminated, or NULL */
+	size_t answer_len;
+	uint64_t fd_bytes; /* bytes written to get_fd */
+};
+
+/* Performs r with the calling thread's handle. Returns BACKEND_OK for a
+ * 2xx answer (r->answer holds it when get_fd is -1); otherwise the status
+ * by meaning, with err filled (server "error" message when it sent one).
+ * Always counts the request in the statistics. The caller frees
+ * r->answer. */
+enum backend_status backend_http(struct backend *b, struct backend_req *r,
+				 struct backend_error *err);
+
+/* Fills err (when not NULL) with status and a message. */
+void backend_set_error(struct backend_error *err, enum backend_status status,
+		       int http_status, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* Counts one failed call that never reached backend_http (refused
+ * locally), so that stats.errors covers every non-OK return. */
+void backend_count_local_error(struct backend *b, enum backend_op op);
+
+/* Counts an error found after a successful exchange (bad answer). */
+void backend_count_error(struct backend *b);
+
+void backend_count_dropped(struct backend *b, size_t n);
+
+/* Percent-encodes a workspace path for /files/: each segment with the
+ * RFC 3986 unreserved set kept as is, '/' between segments kept. Returns
+ * a malloc'd string "/files/<encoded>" or NULL (invalid path or no
+ * memory; *invalid tells which). */
+char *backend_files_path(const char *path, bool *invalid);
+
+/* Percent-encodes s into a malloc'd string (unreserved bytes kept). */
+char *backend_percent_encode(const char *s);
+
+/* Relaxed atomic add, for counters read by backend_get_stats. */
+static inline void backend_add(uint64_t *p, uint64_t n)
+{
+	__atomic_fetch_add(p, n, __ATOMIC_RELAXED);
+}
+
+#endif

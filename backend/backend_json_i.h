@@ -1,0 +1,58 @@
+/*
+ * backend_json_i.h — private: the JSON decoders of the backend.
+ *
+ * Exposed only for the unit tests and the libFuzzer harness; the rest of
+ * sandboxfs uses backend.h. Each decoder takes an answer body of len bytes
+ * (not necessarily NUL-terminated), never crashes on any input, and
+ * returns BACKEND_OK or BACKEND_BAD_ANSWER. On BACKEND_BAD_ANSWER the
+ * output is left cleared (nothing to free). On BACKEND_OK the output is
+ * owned by the caller (the matching *_clear function frees it).
+ */
+#ifndef SANDBOXFS_BACKEND_JSON_I_H
+#define SANDBOXFS_BACKEND_JSON_I_H
+
+#include "backend.h"
+
+/* {"exitCode": int, "stdout": str, "stderr": str, "durationMillis": int,
+ * "truncated": bool}. The first three are required; the others default
+ * to 0 and false but must have the right type when present. */
+enum backend_status backend_json_exec(const char *buf, size_t len,
+				      struct backend_exec_result *out);
+
+/* {"entries": [{"name": str, "size": int >= 0, "isDir": bool}, ...]}.
+ * Entries with an invalid name (backend_name_valid), a duplicate name, a
+ * missing field or a field of the wrong type are dropped and counted in
+ * out->dropped. The entries come back sorted by name (strcmp). A missing
+ * or non-array "entries" is BACKEND_BAD_ANSWER. */
+enum backend_status backend_json_listing(const char *buf, size_t len,
+					 struct backend_listing *out);
+
+/* One sandbox status: "id" (a valid sandbox id) and "status" (a string)
+ * are required; "poolId", "image", "url", "error" are optional strings
+ * (null and "" mean absent); "url" must be an http(s) URL. */
+enum backend_status backend_json_sandbox(const char *buf, size_t len,
+					 struct backend_sandbox *out);
+
+/* {"sandboxes": [status, ...]}: malformed statuses are dropped and
+ * counted in out->dropped. */
+enum backend_status backend_json_sandbox_list(const char *buf, size_t len,
+					      struct backend_sandbox_list *out);
+
+/* Copies the "error" string of an error answer {"error": "..."} into
+ * msg (cut to size, control characters replaced by '?'). Returns false
+ * (msg untouched) when the body has no such string. */
+bool backend_json_error_message(const char *buf, size_t len, char *msg,
+				size_t size);
+
+/* True when the body is {"status": "ok"} (other members allowed). */
+bool backend_json_health(const char *buf, size_t len);
+
+/* Builds the bodies sent; NULL on allocation failure. Free with free(). */
+char *backend_json_exec_request(const char *command, long timeout_s);
+char *backend_json_create_request(const struct backend_create_request *req);
+
+/* True when s is a usable absolute http:// or https:// URL: a scheme, a
+ * non-empty host, no whitespace or control characters, no fragment. */
+bool backend_url_valid(const char *s);
+
+#endif

@@ -1,0 +1,229 @@
+/*
+ * contract.c — the sandbox contract: /execute, /files, /healthz.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_i.h"
+#include "backend_json_i.h"
+
+static void req_init(struct backend_req *r, enum backend_op op, const char *method,
+		     const char *url, const char *path)
+{
+	memset(r, 0, sizeof(*r));
+	r->op = op;
+	r->method = method;
+	r->base_url = url;
+	r->path = path;
+	r->put_fd = -1;
+	r->get_fd = -1;
+}
+
+/* A refused-locally call: counted, reported, nothing sent. */
+static enum backend_status refuse(struct backend *b, enum backend_op op,
+				  enum backend_status st, struct backend_error *err,
+				  const char *msg)
+{
+	backend_count_local_error(b, op);
+	backend_set_error(err, st, 0, "%s", msg);
+	return st;
+}
+
+static void set_ok(struct backend_error *err)
+{
+	backend_set_error(err, BACKEND_OK, 200, "ok");
+}
+
+enum backend_status backend_execute(struct backend *b, const char *url,
+				    const char *command, long timeout_s,
+				    struct backend_exec_result *out,
+				    struct backend_error *err)
+{
+	struct backend_req r;
+	enum backend_status st;
+	char *body;
+
+	memset(out, 0, sizeof(*out));
+	if (!command || timeout_s < 0)
+		return refuse(b, BACKEND_OP_EXECUTE, BACKEND_BAD_REQUEST, err,
+			      "no command or negative timeout");
+	body = backend_json_exec_request(command, timeout_s);
+	if (!body)
+		return refuse(b, BACKEND_OP_EXECUTE, BACKEND_LOCAL, err, "out of memory");
+	req_init(&r, BACKEND_OP_EXECUTE, "POST", url, "/execute");
+	r.body = body;
+	r.body_len = strlen(body);
+	r.max_answer = b->cfg.max_exec_bytes;
+	r.once = true;
+	/* The server says nothing while the command runs: no stall limit,
+	 * only the command's own timeout plus the grace period. */
+	r.timeout_ms = timeout_s > 0 ? timeout_s * 1000 + b->cfg.execute_grace_ms : 0;
+	st = backend_http(b, &r, err);
+	free(body);
+	if (st == BACKEND_OK) {
+		st = backend_json_exec(r.answer, r.answer_len, out);
+		if (st != BACKEND_OK) {
+			backend_set_error(err, st, (int)r.http_status,
+					  st == BACKEND_LOCAL
+						  ? "out of memory"
+						  : "execute answer does not parse; "
+						    "the outcome is unknown");
+			backend_count_error(b);
+		} else {
+			set_ok(err);
+		}
+	}
+	free(r.answer);
+	return st;
+}
+
+enum backend_status backend_file_get(struct backend *b, const char *url,
+				     const char *path, int fd, uint64_t *size_out,
+				     struct backend_error *err)
+{
+	struct backend_req r;
+	enum backend_status st;
+	bool invalid;
+	char *p;
+
+	if (size_out)
+		*size_out = 0;
+	if (fd < 0)
+		return refuse(b, BACKEND_OP_FILE, BACKEND_BAD_REQUEST, err, "bad descriptor");
+	p = backend_files_path(path, &invalid);
+	if (!p)
+		return refuse(b, BACKEND_OP_FILE, invalid ? BACKEND_BAD_REQUEST : BACKEND_LOCAL,
+			      err, invalid ? "invalid path" : "out of memory");
+	req_init(&r, BACKEND_OP_FILE, "GET", url, p);
+	r.get_fd = fd;
+	r.max_answer = b->cfg.max_json_bytes; /* only error answers kept */
+	r.stall = true;
+	st = backend_http(b, &r, err);
+	if (size_out)
+		*size_out = r.fd_bytes;
+	if (st == BACKEND_OK)
+		set_ok(err);
+	free(r.answer);
+	free(p);
+	return st;
+}
+
+enum backend_status backend_file_put(struct backend *b, const char *url,
+				     const char *path, int fd, uint64_t size,
+				     struct backend_error *err)
+{
+	struct backend_req r;
+	enum backend_status st;
+	bool invalid;
+	char *p;
+
+	if (fd < 0)
+		return refuse(b, BACKEND_OP_FILE, BACKEND_BAD_REQUEST, err, "bad descriptor");
+	if (!*path)
+		return refuse(b, BACKEND_OP_FILE, BACKEND_BAD_REQUEST, err,
+			      "cannot PUT the workspace root");
+	p = backend_files_path(path, &invalid);
+	if (!p)
+		return refuse(b, BACKEND_OP_FILE, invalid ? BACKEND_BAD_REQUEST : BACKEND_LOCAL,
+			      err, invalid ? "invalid path" : "out of memory");
+	req_init(&r, BACKEND_OP_FILE, "PUT", url, p);
+	r.put_fd = fd;
+	r.put_size = size;
+	r.max_answer = b->cfg.max_json_bytes;
+	r.stall = true;
+	st = backend_http(b, &r, err);
+	if (st == BACKEND_OK)
+		set_ok(err);
+	free(r.answer);
+	free(p);
+	return st;
+}
+
+enum backend_status backend_file_delete(struct backend *b, const char *url,
+					const char *path, struct backend_error *err)
+{
+	struct backend_req r;
+	enum backend_status st;
+	bool invalid;
+	char *p;
+
+	if (!*path)
+		return refuse(b, BACKEND_OP_FILE, BACKEND_BAD_REQUEST, err,
+			      "cannot DELETE the workspace root");
+	p = backend_files_path(path, &invalid);
+	if (!p)
+		return refuse(b, BACKEND_OP_FILE, invalid ? BACKEND_BAD_REQUEST : BACKEND_LOCAL,
+			      err, invalid ? "invalid path" : "out of memory");
+	req_init(&r, BACKEND_OP_FILE, "DELETE", url, p);
+	r.max_answer = b->cfg.max_json_bytes;
+	r.timeout_ms = b->cfg.request_timeout_ms;
+	r.stall = true;
+	st = backend_http(b, &r, err);
+	if (st == BACKEND_OK)
+		set_ok(err);
+	free(r.answer);
+	free(p);
+	return st;
+}
+
+enum backend_status backend_list(struct backend *b, const char *url, const char *path,
+				 struct backend_listing *out, struct backend_error *err)
+{
+	struct backend_req r;
+	enum backend_status st;
+	bool invalid;
+	char *p;
+
+	memset(out, 0, sizeof(*out));
+	p = backend_files_path(path, &invalid);
+	if (!p)
+		return refuse(b, BACKEND_OP_FILE, invalid ? BACKEND_BAD_REQUEST : BACKEND_LOCAL,
+			      err, invalid ? "invalid path" : "out of memory");
+	req_init(&r, BACKEND_OP_FILE, "GET", url, p);
+	r.max_answer = b->cfg.max_listing_bytes;
+	r.timeout_ms = b->cfg.request_timeout_ms;
+	r.stall = true;
+	st = backend_http(b, &r, err);
+	if (st == BACKEND_OK) {
+		st = backend_json_listing(r.answer, r.answer_len, out);
+		if (st == BACKEND_OK) {
+			backend_count_dropped(b, out->dropped);
+			set_ok(err);
+		} else {
+			/* A file, not a directory, answers with its bytes. */
+			backend_set_error(err, st, (int)r.http_status,
+					  st == BACKEND_LOCAL
+						  ? "out of memory"
+						  : "listing does not parse (not a directory?)");
+			backend_count_error(b);
+		}
+	}
+	free(r.answer);
+	free(p);
+	return st;
+}
+
+enum backend_status backend_health(struct backend *b, const char *url,
+				   struct backend_error *err)
+{
+	struct backend_req r;
+	enum backend_status st;
+
+	req_init(&r, BACKEND_OP_HEALTH, "GET", url, "/healthz");
+	r.max_answer = 64 * 1024;
+	r.timeout_ms = b->cfg.request_timeout_ms;
+	r.stall = true;
+	st = backend_http(b, &r, err);
+	if (st == BACKEND_OK) {
+		if (backend_json_health(r.answer, r.answer_len)) {
+			set_ok(err);
+		} else {
+			st = BACKEND_BAD_ANSWER;
+			backend_set_error(err, st, (int)r.http_status,
+					  "health answer is not {\"status\":\"ok\"}");
+			backend_count_error(b);
+		}
+	}
+	free(r.answer);
+	return st;
+}

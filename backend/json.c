@@ -1,0 +1,340 @@
+/*
+ * json.c — decoding the answers and encoding the requests (cJSON).
+ *
+ * Every answer is untrusted: types are checked before use, numbers must be
+ * integers in range, and anything unexpected is refused rather than
+ * guessed at.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "backend_i.h"
+#include "backend_json_i.h"
+
+/* 2^53: the largest range in which a double holds every integer. */
+#define JSON_MAX_INT 9007199254740992.0
+
+static cJSON *parse(const char *buf, size_t len)
+{
+	if (!buf || len == 0)
+		return NULL;
+	return cJSON_ParseWithLength(buf, len);
+}
+
+/* Reads an integral number in [lo, hi]; false otherwise. */
+static bool get_int(const cJSON *v, double lo, double hi, double *out)
+{
+	double d;
+
+	if (!cJSON_IsNumber(v))
+		return false;
+	d = v->valuedouble;
+	if (!isfinite(d) || d != floor(d) || d < lo || d > hi)
+		return false;
+	*out = d;
+	return true;
+}
+
+/* An optional string member: absent, null and "" give NULL; another type
+ * is an error. */
+static bool get_opt_string(const cJSON *obj, const char *name, char **out)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+	*out = NULL;
+	if (!v || cJSON_IsNull(v))
+		return true;
+	if (!cJSON_IsString(v) || !v->valuestring)
+		return false;
+	if (!*v->valuestring)
+		return true;
+	*out = strdup(v->valuestring);
+	return *out != NULL;
+}
+
+enum backend_status backend_json_exec(const char *buf, size_t len,
+				      struct backend_exec_result *out)
+{
+	cJSON *root = parse(buf, len);
+	const cJSON *code, *so, *se, *dur, *tr;
+	double d;
+
+	memset(out, 0, sizeof(*out));
+	if (!cJSON_IsObject(root))
+		goto bad;
+	code = cJSON_GetObjectItemCaseSensitive(root, "exitCode");
+	so = cJSON_GetObjectItemCaseSensitive(root, "stdout");
+	se = cJSON_GetObjectItemCaseSensitive(root, "stderr");
+	dur = cJSON_GetObjectItemCaseSensitive(root, "durationMillis");
+	tr = cJSON_GetObjectItemCaseSensitive(root, "truncated");
+	if (!get_int(code, -2147483648.0, 2147483647.0, &d))
+		goto bad;
+	out->exit_code = (int)d;
+	if (!cJSON_IsString(so) || !cJSON_IsString(se))
+		goto bad;
+	if (dur) {
+		if (!get_int(dur, 0, 1e15, &d))
+			goto bad;
+		out->duration_ms = (long)d;
+	}
+	if (tr) {
+		if (!cJSON_IsBool(tr))
+			goto bad;
+		out->truncated = cJSON_IsTrue(tr);
+	}
+	/* An output stream with a NUL (\u0000) is cut there: cJSON strings
+	 * are C strings. */
+	out->out_len = strlen(so->valuestring);
+	out->err_len = strlen(se->valuestring);
+	out->out = strdup(so->valuestring);
+	out->err = strdup(se->valuestring);
+	if (!out->out || !out->err) {
+		backend_exec_result_clear(out);
+		cJSON_Delete(root);
+		return BACKEND_LOCAL;
+	}
+	cJSON_Delete(root);
+	return BACKEND_OK;
+bad:
+	cJSON_Delete(root);
+	return BACKEND_BAD_ANSWER;
+}
+
+static int entry_cmp(const void *a, const void *b)
+{
+	const struct backend_entry *x = a, *y = b;
+
+	return strcmp(x->name, y->name);
+}
+
+enum backend_status backend_json_listing(const char *buf, size_t len,
+					 struct backend_listing *out)
+{
+	cJSON *root = parse(buf, len);
+	const cJSON *entries, *e;
+	size_t n, k = 0, dropped = 0;
+
+	memset(out, 0, sizeof(*out));
+	entries = cJSON_GetObjectItemCaseSensitive(root, "entries");
+	if (!cJSON_IsObject(root) || !cJSON_IsArray(entries)) {
+		cJSON_Delete(root);
+		return BACKEND_BAD_ANSWER;
+	}
+	n = (size_t)cJSON_GetArraySize(entries);
+	out->entries = calloc(n ? n : 1, sizeof(*out->entries));
+	if (!out->entries) {
+		cJSON_Delete(root);
+		return BACKEND_LOCAL;
+	}
+	cJSON_ArrayForEach(e, entries)
+	{
+		const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
+		const cJSON *size = cJSON_GetObjectItemCaseSensitive(e, "size");
+		const cJSON *dir = cJSON_GetObjectItemCaseSensitive(e, "isDir");
+		double d;
+
+		if (!cJSON_IsObject(e) || !cJSON_IsString(name) ||
+		    !backend_name_valid(name->valuestring) ||
+		    !get_int(size, 0, JSON_MAX_INT, &d) || !cJSON_IsBool(dir)) {
+			dropped++;
+			continue;
+		}
+		out->entries[k].name = strdup(name->valuestring);
+		if (!out->entries[k].name) {
+			out->count = k;
+			backend_listing_clear(out);
+			cJSON_Delete(root);
+			return BACKEND_LOCAL;
+		}
+		out->entries[k].size = (uint64_t)d;
+		out->entries[k].is_dir = cJSON_IsTrue(dir);
+		k++;
+	}
+	cJSON_Delete(root);
+
+	/* Sorted, so that a duplicate name (which no real directory has) is
+	 * dropped rather than shown twice. */
+	qsort(out->entries, k, sizeof(*out->entries), entry_cmp);
+	n = 0;
+	for (size_t i = 0; i < k; i++) {
+		if (n > 0 && strcmp(out->entries[n - 1].name, out->entries[i].name) == 0) {
+			free(out->entries[i].name);
+			dropped++;
+			continue;
+		}
+		out->entries[n++] = out->entries[i];
+	}
+	out->count = n;
+	out->dropped = dropped;
+	return BACKEND_OK;
+}
+
+bool backend_url_valid(const char *s)
+{
+	const char *host;
+	size_t hostlen;
+
+	if (!s)
+		return false;
+	if (strncasecmp(s, "http://", 7) == 0)
+		host = s + 7;
+	else if (strncasecmp(s, "https://", 8) == 0)
+		host = s + 8;
+	else
+		return false;
+	hostlen = strcspn(host, "/?#");
+	if (hostlen == 0 || host[0] == ':' || host[0] == '@')
+		return false;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		if (*p <= 0x20 || *p == 0x7f || *p == '#')
+			return false;
+	return true;
+}
+
+static enum backend_sandbox_state parse_state(const char *s)
+{
+	if (strcmp(s, "creating") == 0)
+		return BACKEND_SANDBOX_CREATING;
+	if (strcmp(s, "ready") == 0)
+		return BACKEND_SANDBOX_READY;
+	if (strcmp(s, "failed") == 0)
+		return BACKEND_SANDBOX_FAILED;
+	if (strcmp(s, "deleting") == 0)
+		return BACKEND_SANDBOX_DELETING;
+	return BACKEND_SANDBOX_UNKNOWN_STATE;
+}
+
+/* Decodes one status object; BACKEND_BAD_ANSWER leaves out cleared. */
+static enum backend_status sandbox_from(const cJSON *obj, struct backend_sandbox *out)
+{
+	const cJSON *id, *st;
+
+	memset(out, 0, sizeof(*out));
+	if (!cJSON_IsObject(obj))
+		return BACKEND_BAD_ANSWER;
+	id = cJSON_GetObjectItemCaseSensitive(obj, "id");
+	st = cJSON_GetObjectItemCaseSensitive(obj, "status");
+	if (!cJSON_IsString(id) || !backend_sandbox_id_valid(id->valuestring) ||
+	    !cJSON_IsString(st))
+		return BACKEND_BAD_ANSWER;
+	out->state = parse_state(st->valuestring);
+	out->id = strdup(id->valuestring);
+	if (!out->id || !get_opt_string(obj, "poolId", &out->pool) ||
+	    !get_opt_string(obj, "image", &out->image) ||
+	    !get_opt_string(obj, "url", &out->url) ||
+	    !get_opt_string(obj, "error", &out->error) ||
+	    (out->url && !backend_url_valid(out->url))) {
+		backend_sandbox_clear(out);
+		return BACKEND_BAD_ANSWER;
+	}
+	return BACKEND_OK;
+}
+
+enum backend_status backend_json_sandbox(const char *buf, size_t len,
+					 struct backend_sandbox *out)
+{
+	cJSON *root = parse(buf, len);
+	enum backend_status st = sandbox_from(root, out);
+
+	cJSON_Delete(root);
+	return st;
+}
+
+enum backend_status backend_json_sandbox_list(const char *buf, size_t len,
+					      struct backend_sandbox_list *out)
+{
+	cJSON *root = parse(buf, len);
+	const cJSON *arr, *e;
+	size_t n;
+
+	memset(out, 0, sizeof(*out));
+	arr = cJSON_GetObjectItemCaseSensitive(root, "sandboxes");
+	if (!cJSON_IsObject(root) || !cJSON_IsArray(arr)) {
+		cJSON_Delete(root);
+		return BACKEND_BAD_ANSWER;
+	}
+	n = (size_t)cJSON_GetArraySize(arr);
+	out->items = calloc(n ? n : 1, sizeof(*out->items));
+	if (!out->items) {
+		cJSON_Delete(root);
+		return BACKEND_LOCAL;
+	}
+	cJSON_ArrayForEach(e, arr)
+	{
+		if (sandbox_from(e, &out->items[out->count]) == BACKEND_OK)
+			out->count++;
+		else
+			out->dropped++;
+	}
+	cJSON_Delete(root);
+	return BACKEND_OK;
+}
+
+bool backend_json_error_message(const char *buf, size_t len, char *msg, size_t size)
+{
+	cJSON *root = parse(buf, len);
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "error");
+	size_t i;
+
+	if (!cJSON_IsObject(root) || !cJSON_IsString(e) || !*e->valuestring ||
+	    size == 0) {
+		cJSON_Delete(root);
+		return false;
+	}
+	for (i = 0; i + 1 < size && e->valuestring[i]; i++) {
+		unsigned char c = (unsigned char)e->valuestring[i];
+
+		msg[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+	}
+	msg[i] = '\0';
+	cJSON_Delete(root);
+	return true;
+}
+
+bool backend_json_health(const char *buf, size_t len)
+{
+	cJSON *root = parse(buf, len);
+	const cJSON *st = cJSON_GetObjectItemCaseSensitive(root, "status");
+	bool ok = cJSON_IsObject(root) && cJSON_IsString(st) &&
+		  strcmp(st->valuestring, "ok") == 0;
+
+	cJSON_Delete(root);
+	return ok;
+}
+
+char *backend_json_exec_request(const char *command, long timeout_s)
+{
+	cJSON *o = cJSON_CreateObject();
+	char *s = NULL;
+
+	if (o && cJSON_AddStringToObject(o, "command", command) &&
+	    cJSON_AddNumberToObject(o, "timeoutSeconds", (double)timeout_s))
+		s = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return s;
+}
+
+char *backend_json_create_request(const struct backend_create_request *req)
+{
+	cJSON *o = cJSON_CreateObject();
+	char *s = NULL;
+	bool ok = o != NULL;
+
+	if (ok && req->id)
+		ok = cJSON_AddStringToObject(o, "id", req->id) != NULL;
+	if (ok && req->pool)
+		ok = cJSON_AddStringToObject(o, "pool", req->pool) != NULL;
+	if (ok && req->image)
+		ok = cJSON_AddStringToObject(o, "image", req->image) &&
+		     cJSON_AddNumberToObject(o, "port", req->port);
+	if (ok && req->idle_timeout_s > 0)
+		ok = cJSON_AddNumberToObject(o, "idleTimeoutSeconds",
+					     (double)req->idle_timeout_s) != NULL;
+	if (ok)
+		s = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return s;
+}

@@ -1,0 +1,173 @@
+/*
+ * orchestrator.c — the orchestrator's /v1/sandbox API.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_i.h"
+#include "backend_json_i.h"
+
+static enum backend_status refuse(struct backend *b, enum backend_op op,
+				  enum backend_status st, struct backend_error *err,
+				  const char *msg)
+{
+	backend_count_local_error(b, op);
+	backend_set_error(err, st, 0, "%s", msg);
+	return st;
+}
+
+static void req_init(struct backend_req *r, struct backend *b, enum backend_op op,
+		     const char *method, const struct backend_orchestrator *o,
+		     const char *path)
+{
+	memset(r, 0, sizeof(*r));
+	r->op = op;
+	r->method = method;
+	r->base_url = o->base_url;
+	r->token = o->token;
+	r->path = path;
+	r->put_fd = -1;
+	r->get_fd = -1;
+	r->max_answer = b->cfg.max_json_bytes;
+	r->timeout_ms = b->cfg.request_timeout_ms;
+	r->stall = true;
+}
+
+/* Decodes a status answer; a bad one is counted and reported. */
+static enum backend_status decode_sandbox(struct backend *b, struct backend_req *r,
+					  struct backend_sandbox *out, bool effects,
+					  struct backend_error *err)
+{
+	enum backend_status st = backend_json_sandbox(r->answer, r->answer_len, out);
+
+	if (st == BACKEND_OK) {
+		backend_set_error(err, BACKEND_OK, (int)r->http_status, "ok");
+		return st;
+	}
+	backend_count_error(b);
+	backend_set_error(err, st, (int)r->http_status, "%s",
+			  st == BACKEND_LOCAL ? "out of memory"
+			  : effects ? "sandbox status does not parse (missing id or "
+				      "status, wrong types, or a bad url); the outcome "
+				      "is unknown"
+				    : "sandbox status does not parse (missing id or "
+				      "status, wrong types, or a bad url)");
+	return st;
+}
+
+enum backend_status backend_orch_create(struct backend *b,
+					const struct backend_orchestrator *o,
+					const struct backend_create_request *req,
+					struct backend_sandbox *out,
+					struct backend_error *err)
+{
+	struct backend_req r;
+	enum backend_status st;
+	char *body;
+
+	memset(out, 0, sizeof(*out));
+	if (req->id && !backend_sandbox_id_valid(req->id))
+		return refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
+			      "invalid sandbox id (RFC-1123 label)");
+	if (!!req->pool == !!req->image)
+		return refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
+			      "exactly one of pool and image");
+	if (req->image && (req->port < 1 || req->port > 65535))
+		return refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
+			      "an image needs a port in 1-65535");
+	if (req->idle_timeout_s < 0)
+		return refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
+			      "negative idle timeout");
+	body = backend_json_create_request(req);
+	if (!body)
+		return refuse(b, BACKEND_OP_CREATE, BACKEND_LOCAL, err, "out of memory");
+	req_init(&r, b, BACKEND_OP_CREATE, "POST", o, "/v1/sandbox");
+	r.body = body;
+	r.body_len = strlen(body);
+	r.once = true;
+	st = backend_http(b, &r, err);
+	free(body);
+	if (st == BACKEND_OK)
+		st = decode_sandbox(b, &r, out, true, err);
+	free(r.answer);
+	return st;
+}
+
+enum backend_status backend_orch_get(struct backend *b,
+				     const struct backend_orchestrator *o, const char *id,
+				     struct backend_sandbox *out, struct backend_error *err)
+{
+	struct backend_req r;
+	enum backend_status st;
+	char path[96];
+
+	memset(out, 0, sizeof(*out));
+	if (!backend_sandbox_id_valid(id))
+		return refuse(b, BACKEND_OP_SANDBOX, BACKEND_BAD_REQUEST, err,
+			      "invalid sandbox id (RFC-1123 label)");
+	/* A valid id needs no encoding. */
+	snprintf(path, sizeof(path), "/v1/sandbox/%s", id);
+	req_init(&r, b, BACKEND_OP_SANDBOX, "GET", o, path);
+	st = backend_http(b, &r, err);
+	if (st == BACKEND_OK) {
+		st = decode_sandbox(b, &r, out, false, err);
+		/* The orchestrator must answer about the id asked. */
+		if (st == BACKEND_OK && strcmp(out->id, id) != 0) {
+			backend_sandbox_clear(out);
+			backend_count_error(b);
+			st = BACKEND_BAD_ANSWER;
+			backend_set_error(err, st, (int)r.http_status,
+					  "status is about another sandbox");
+		}
+	}
+	free(r.answer);
+	return st;
+}
+
+enum backend_status backend_orch_list(struct backend *b,
+				      const struct backend_orchestrator *o,
+				      struct backend_sandbox_list *out,
+				      struct backend_error *err)
+{
+	struct backend_req r;
+	enum backend_status st;
+
+	memset(out, 0, sizeof(*out));
+	req_init(&r, b, BACKEND_OP_SANDBOX, "GET", o, "/v1/sandbox");
+	r.max_answer = b->cfg.max_listing_bytes;
+	st = backend_http(b, &r, err);
+	if (st == BACKEND_OK) {
+		st = backend_json_sandbox_list(r.answer, r.answer_len, out);
+		if (st == BACKEND_OK) {
+			backend_set_error(err, BACKEND_OK, (int)r.http_status, "ok");
+		} else {
+			backend_count_error(b);
+			backend_set_error(err, st, (int)r.http_status, "%s",
+					  st == BACKEND_LOCAL ? "out of memory"
+							      : "sandbox list does not parse");
+		}
+	}
+	free(r.answer);
+	return st;
+}
+
+enum backend_status backend_orch_delete(struct backend *b,
+					const struct backend_orchestrator *o,
+					const char *id, struct backend_error *err)
+{
+	struct backend_req r;
+	enum backend_status st;
+	char path[96];
+
+	if (!backend_sandbox_id_valid(id))
+		return refuse(b, BACKEND_OP_SANDBOX, BACKEND_BAD_REQUEST, err,
+			      "invalid sandbox id (RFC-1123 label)");
+	snprintf(path, sizeof(path), "/v1/sandbox/%s", id);
+	req_init(&r, b, BACKEND_OP_SANDBOX, "DELETE", o, path);
+	st = backend_http(b, &r, err);
+	if (st == BACKEND_OK)
+		backend_set_error(err, BACKEND_OK, (int)r.http_status, "ok");
+	free(r.answer);
+	return st;
+}

@@ -1,0 +1,85 @@
+/*
+ * fuzz_backend_json.c — libFuzzer harness for the backend's JSON decoders:
+ * the execute answer, the directory listing, one sandbox status, the
+ * sandbox list and the error message. The first byte picks the decoder;
+ * every decoder must return without crashing or leaking, and what it
+ * accepts must hold its invariants.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_json_i.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check(int cond)
+{
+	if (!cond)
+		abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const char *buf;
+	size_t len;
+
+	if (size < 1)
+		return 0;
+	buf = (const char *)data + 1;
+	len = size - 1;
+	switch (data[0] % 5) {
+	case 0: {
+		struct backend_exec_result r;
+
+		if (backend_json_exec(buf, len, &r) == BACKEND_OK) {
+			check(r.out && r.err && strlen(r.out) == r.out_len &&
+			      strlen(r.err) == r.err_len && r.duration_ms >= 0);
+			backend_exec_result_clear(&r);
+		}
+		break;
+	}
+	case 1: {
+		struct backend_listing l;
+
+		if (backend_json_listing(buf, len, &l) == BACKEND_OK) {
+			for (size_t i = 0; i < l.count; i++) {
+				check(backend_name_valid(l.entries[i].name));
+				check(i == 0 || strcmp(l.entries[i - 1].name,
+						       l.entries[i].name) < 0);
+			}
+			backend_listing_clear(&l);
+		}
+		break;
+	}
+	case 2: {
+		struct backend_sandbox s;
+
+		if (backend_json_sandbox(buf, len, &s) == BACKEND_OK) {
+			check(backend_sandbox_id_valid(s.id));
+			check(!s.url || backend_url_valid(s.url));
+			backend_sandbox_clear(&s);
+		}
+		break;
+	}
+	case 3: {
+		struct backend_sandbox_list l;
+
+		if (backend_json_sandbox_list(buf, len, &l) == BACKEND_OK) {
+			for (size_t i = 0; i < l.count; i++)
+				check(backend_sandbox_id_valid(l.items[i].id));
+			backend_sandbox_list_clear(&l);
+		}
+		break;
+	}
+	default: {
+		char msg[64];
+
+		if (backend_json_error_message(buf, len, msg, sizeof(msg)))
+			check(strlen(msg) < sizeof(msg));
+		(void)backend_json_health(buf, len);
+		break;
+	}
+	}
+	return 0;
+}
