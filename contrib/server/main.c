@@ -60,6 +60,9 @@ static void usage(FILE *out)
 	    "                       token read from PATH (first line)\n"
 	    "  --pool NAME[:MAX]    a pool, at most MAX live sandboxes (then 429)\n"
 	    "                       (repeatable; default: one pool 'default')\n"
+	    "  --machinery          new workspaces hold what a real orchestrator's\n"
+	    "                       agent leaves in the root: .pool/, .sandbox-agent,\n"
+	    "                       .pool-exec.fifo, .pool-shim.log\n"
 	    "\n"
 	    "Faults (JSON of /_admin/faults; POST replaces the whole set):\n"
 	    "  lose_answer          do the work, then close without answering\n"
@@ -143,6 +146,7 @@ int main(int argc, char **argv)
 		O_FAULT,
 		O_ORCH,
 		O_ROOT,
+		O_MACHINERY,
 		O_TOKEN_FILE,
 		O_POOL,
 		O_HELP,
@@ -158,6 +162,7 @@ int main(int argc, char **argv)
 	    {"fault", required_argument, NULL, O_FAULT},
 	    {"orchestrator", no_argument, NULL, O_ORCH},
 	    {"root", required_argument, NULL, O_ROOT},
+	    {"machinery", no_argument, NULL, O_MACHINERY},
 	    {"token-file", required_argument, NULL, O_TOKEN_FILE},
 	    {"pool", required_argument, NULL, O_POOL},
 	    {"help", no_argument, NULL, O_HELP},
@@ -172,7 +177,7 @@ int main(int argc, char **argv)
 	const char *pools[MAX_POOLS];
 	size_t npools = 0;
 	uint16_t port = 3000;
-	bool admin = false, orchestrator = false;
+	bool admin = false, orchestrator = false, machinery = false;
 	struct faults faults = {0};
 	char err[256];
 	int c, sig;
@@ -220,6 +225,9 @@ int main(int argc, char **argv)
 			break;
 		case O_ROOT:
 			root = optarg;
+			break;
+		case O_MACHINERY:
+			machinery = true;
 			break;
 		case O_TOKEN_FILE:
 			token_file = optarg;
@@ -269,9 +277,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "sandbox-server: --orchestrator needs --root DIR\n");
 		return 2;
 	}
-	if (!orchestrator && (root || token_file || npools)) {
-		fprintf(stderr, "sandbox-server: --root, --token-file and --pool need "
-				"--orchestrator\n");
+	if (!orchestrator && (root || token_file || npools || machinery)) {
+		fprintf(
+		    stderr,
+		    "sandbox-server: --root, --token-file, --pool and --machinery need "
+		    "--orchestrator\n");
 		return 2;
 	}
 
@@ -308,6 +318,7 @@ int main(int argc, char **argv)
 		    .port = port,
 		    .shell = shell,
 		    .admin = admin,
+		    .machinery = machinery,
 		    .faults = faults,
 		};
 

@@ -46,6 +46,7 @@ struct orch {
 	size_t npools;
 	char *shell;
 	bool admin;
+	bool machinery;
 	struct faults sandbox_faults;
 	pthread_t reaper;
 	bool reaper_started;
@@ -220,6 +221,32 @@ static void box_serve(struct orch *o, struct box *b, uint16_t port)
 		free(b->error);
 		b->error = strdup(err);
 	}
+}
+
+/* What a real orchestrator's agent leaves in the workspace root
+ * (CONTRACT.md), for clients that must hide it. */
+static void machinery_create(struct orch *o, const struct box *b)
+{
+	char ws[4096];
+	int dfd, fd;
+
+	snprintf(ws, sizeof(ws), "%s/%s/workspace", o->root, b->id);
+	dfd = open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	mkdirat(dfd, ".pool", 0755);
+	mkfifoat(dfd, ".pool-exec.fifo", 0600);
+	fd = openat(dfd, ".sandbox-agent", O_WRONLY | O_CREAT | O_CLOEXEC, 0755);
+	if (fd >= 0) {
+		(void)!write(fd, "#!/bin/sh\n", 10);
+		close(fd);
+	}
+	fd = openat(dfd, ".pool-shim.log", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		(void)!write(fd, "shim started\n", 13);
+		close(fd);
+	}
+	close(dfd);
 }
 
 /* Stop serving a box and remove it from disk. The box is no longer in
@@ -494,6 +521,8 @@ static enum MHD_Result create_finish(struct req *r)
 		return svc_reply_error(r, 500, "cannot create the sandbox directory");
 	}
 	box_serve(o, b, 0);
+	if (o->machinery && b->sb)
+		machinery_create(o, b);
 	if (box_save(o, b)) {
 		if (b->sb)
 			sandbox_stop(b->sb);
@@ -817,6 +846,7 @@ struct orch *orch_start(const struct orch_config *c, char *err, size_t errlen)
 	o->token = c->token ? strdup(c->token) : NULL;
 	o->shell = strdup(c->shell ? c->shell : "/bin/sh");
 	o->admin = c->admin;
+	o->machinery = c->machinery;
 	o->sandbox_faults = c->faults;
 	o->npools = c->npools;
 	o->pools = calloc(c->npools ? c->npools : 1, sizeof(char *));

@@ -28,6 +28,7 @@ struct orch_config {
 	uint16_t port;
 	const char *shell; /* for the sandboxes' commands */
 	bool admin;	   /* /_admin/ on the API and on every sandbox */
+	bool machinery;	   /* new workspaces hold .pool/, .sandbox-agent, ... */
 	struct faults faults;
 };
 

@@ -168,3 +168,11 @@ def test_a_sandbox_whose_port_is_taken_at_restart_fails_then_recovers(local_orch
     s.restart()
     st3 = s.client().sandbox("port-taken").json()
     assert st3["status"] == "ready" and st3["url"] == st["url"]
+
+
+def test_machinery_flag_puts_the_agent_files_in_new_workspaces(tmp_path):
+    with sbx.Server(orchestrator=True, args=["--machinery"], tmp=tmp_path) as s:
+        st = s.client().create(pool="default", id="mach").json()
+        entries = {e["name"]: e for e in sbx.Client(st["url"]).list("").json()["entries"]}
+        assert set(entries) >= {".pool", ".sandbox-agent", ".pool-exec.fifo", ".pool-shim.log"}
+        assert entries[".pool"]["isDir"] is True

@@ -14,7 +14,10 @@ What it offers:
   --port-file`` in a private temp dir and stops it by its PID (SIGTERM, then
   SIGKILL). Single-sandbox mode by default (temp workspace), or
   ``orchestrator=True`` (temp root, random token in a 0600 file, pools).
-  ``faults=True`` serves ``/_admin/``; ``fault=["lose_answer", "routes=execute"]``
+  ``faults=True`` serves ``/_admin/``; ``args=["--machinery"]`` (orchestrator)
+  puts ``.pool/``, ``.sandbox-agent``, ``.pool-exec.fifo``, ``.pool-shim.log``
+  in each new workspace, as a real orchestrator's agent does; ``pools=["small:2"]``
+  sizes a pool (429 when full); ``fault=["lose_answer", "routes=execute"]``
   switches faults on from the start. Use as a context manager, or
   ``start_server(...)`` / ``server.stop()``. Attributes: ``url``, ``port``,
   ``pid``, ``workspace`` (single mode), ``root``, ``token``, ``token_file``
