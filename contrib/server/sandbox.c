@@ -383,6 +383,12 @@ static void sb_begin(struct req *r)
 				svc_fail(r, fe.status, "%s", fe.msg);
 				return;
 			}
+			if (*raw && raw[strlen(raw) - 1] == '/') {
+				/* "dir/" names a directory, never a file. */
+				free(rel);
+				svc_fail(r, 400, "a file path cannot end with '/'");
+				return;
+			}
 			put_begin(r, rel);
 			free(rel);
 		} else if (!get && strcmp(m, "DELETE")) {

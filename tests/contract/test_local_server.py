@@ -286,6 +286,8 @@ def test_put_over_a_directory_or_below_a_file_is_400(local_server):
     c.put("d/f.txt", b"x")
     assert c.put("d", b"x").status == 400
     assert c.put("d/f.txt/below", b"x").status == 400
+    assert c.request("PUT", "/files/d/new/", body=b"x").status == 400
+    assert c.get("d/new").status == 404
     assert c.get("d/f.txt").body == b"x"
 
 
