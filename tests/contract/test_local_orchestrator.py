@@ -115,14 +115,20 @@ def test_a_second_orchestrator_on_the_same_root_is_refused(local_orchestrator):
     assert r.returncode == 1 and "another orchestrator" in r.stderr
 
 
-def test_pools_come_from_the_pool_flags(tmp_path):
-    with sbx.Server(orchestrator=True, pools=["small", "large"], tmp=tmp_path) as s:
+def test_pools_come_from_the_pool_flags_and_a_full_pool_is_429(tmp_path):
+    with sbx.Server(orchestrator=True, pools=["small:2", "large"], tmp=tmp_path) as s:
         c = s.client()
         assert sorted(p["id"] for p in c.pools().json()["pools"]) == ["large", "small"]
         assert c.create(pool="default").status == 404
         r = c.create(pool="small")
         assert r.status == 201 and r.json()["id"].startswith("small-")
-        assert c.pool("small").json() == {"id": "small", "live": 1}
+        assert c.pool("small").json() == {"id": "small", "live": 1, "max": 2}
+        assert c.create(pool="small", id="second").status == 201
+        r = c.create(pool="small", id="third")
+        assert r.status == 429 and r.json()["error"]
+        assert c.create(pool="large", id="third").status == 201
+        c.delete_sandbox("second")
+        assert c.create(pool="small", id="fourth").status == 201
 
 
 def test_orchestrator_faults_apply_to_its_sandboxes_too(local_orchestrator):
@@ -141,3 +147,32 @@ def test_orchestrator_faults_apply_to_its_sandboxes_too(local_orchestrator):
     # The create happened although its answer was lost: read it by id.
     assert c.sandbox("lost-create").status == 200
     assert box.execute("echo ok").json()["stdout"] == "ok\n"
+
+
+def test_a_sandbox_whose_port_is_taken_at_restart_fails_then_recovers(local_orchestrator):
+    import socket
+    s = local_orchestrator
+    st = make(s, "port-taken")
+    port = int(st["url"].rsplit(":", 1)[1])
+    s.stop()
+    blocker = socket.socket()
+    blocker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    blocker.bind(("127.0.0.1", port))
+    blocker.listen()
+    try:
+        s.start()
+        st2 = s.client().sandbox("port-taken").json()
+        assert st2["status"] == "failed" and st2["error"] and "url" not in st2
+    finally:
+        blocker.close()
+    s.restart()
+    st3 = s.client().sandbox("port-taken").json()
+    assert st3["status"] == "ready" and st3["url"] == st["url"]
+
+
+def test_machinery_flag_puts_the_agent_files_in_new_workspaces(tmp_path):
+    with sbx.Server(orchestrator=True, args=["--machinery"], tmp=tmp_path) as s:
+        st = s.client().create(pool="default", id="mach").json()
+        entries = {e["name"]: e for e in sbx.Client(st["url"]).list("").json()["entries"]}
+        assert set(entries) >= {".pool", ".sandbox-agent", ".pool-exec.fifo", ".pool-shim.log"}
+        assert entries[".pool"]["isDir"] is True

@@ -272,3 +272,38 @@ def test_fault_flag_sets_faults_at_start(tmp_path):
 def test_bad_fault_flag_is_refused(tmp_path):
     r = subprocess.run([str(sbx.server_binary()), "--fault", "nonsense"], capture_output=True)
     assert r.returncode == 2 and b"unknown fault" in r.stderr
+
+
+def test_binary_output_still_gives_valid_json(local_server):
+    r = local_server.client().execute("printf 'a\\000b\\377c\\342\\202d'")
+    res = r.json()
+    # NUL is escaped; invalid UTF-8 bytes become U+FFFD one by one.
+    assert res["stdout"] == "a\x00b\ufffdc\ufffd\ufffdd"
+
+
+def test_put_over_a_directory_or_below_a_file_is_400(local_server):
+    c = local_server.client()
+    c.put("d/f.txt", b"x")
+    assert c.put("d", b"x").status == 400
+    assert c.put("d/f.txt/below", b"x").status == 400
+    assert c.request("PUT", "/files/d/new/", body=b"x").status == 400
+    assert c.get("d/new").status == 404
+    assert c.get("d/f.txt").body == b"x"
+
+
+def test_get_of_a_fifo_is_400_without_blocking(local_server):
+    os.mkfifo(local_server.workspace / "pipe")
+    t0 = time.monotonic()
+    assert local_server.client(timeout=5).get("pipe").status == 400
+    assert time.monotonic() - t0 < 2
+
+
+def test_symlink_inside_the_workspace_is_followed(local_server):
+    c = local_server.client()
+    c.put("real/file.txt", b"via link")
+    os.symlink("real", local_server.workspace / "alias")
+    assert c.get("alias/file.txt").body == b"via link"
+    entries = {e["name"]: e for e in c.list("").json()["entries"]}
+    assert entries["alias"]["isDir"] is True
+    assert c.delete("alias").status == 204  # removes the link, not the target
+    assert c.get("real/file.txt").body == b"via link"

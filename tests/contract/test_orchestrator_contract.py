@@ -20,9 +20,16 @@ STATUSES = {"creating", "ready", "failed", "deleting"}
 
 
 def wait_ready(orch, sid, timeout=120):
-    st = sbx.wait_for(lambda: (lambda r: r.status == 200 and r.json()["status"] != "creating"
-                               and r.json())(orch.sandbox(sid)), timeout=timeout, interval=0.2)
-    assert st, "the sandbox never left 'creating'"
+    """Poll a new sandbox until it leaves 'creating'; it must be readable
+    all along."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = orch.sandbox(sid)
+        assert r.status == 200, r.status
+        st = r.json()
+        if st["status"] != "creating" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert st["status"] == "ready", st.get("error")
     return st
 
