@@ -289,14 +289,15 @@ static void *canned_main(void *arg)
 {
 	struct canned *c = arg;
 
-	while (!c->stop) {
+	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
 		char buf[65536];
 		size_t got = 0;
+		const char *resp;
 		int fd = accept(c->fd, NULL, NULL);
 
 		if (fd < 0)
 			continue;
-		if (c->stop) {
+		if (__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
 			close(fd);
 			break;
 		}
@@ -316,7 +317,8 @@ static void *canned_main(void *arg)
 			if (!cl || (size_t)(end + 4 - buf) + strtoul(cl + 15, NULL, 10) <= got)
 				break;
 		}
-		if (send(fd, c->response, strlen(c->response), MSG_NOSIGNAL) < 0)
+		resp = __atomic_load_n(&c->response, __ATOMIC_ACQUIRE);
+		if (send(fd, resp, strlen(resp), MSG_NOSIGNAL) < 0)
 			perror("canned send");
 		__atomic_fetch_add(&c->served, 1, __ATOMIC_SEQ_CST);
 		shutdown(fd, SHUT_WR);
@@ -341,8 +343,14 @@ void canned_start(struct canned *c)
 	snprintf(c->url, sizeof(c->url), "http://127.0.0.1:%d", c->port);
 	c->stop = 0;
 	c->served = 0;
+	c->response = "HTTP/1.1 500 Unset\r\nContent-Length: 0\r\n\r\n";
 	pthread_create(t, NULL, canned_main, c);
 	c->thread = t;
+}
+
+void canned_set(struct canned *c, const char *response)
+{
+	__atomic_store_n(&c->response, response, __ATOMIC_RELEASE);
 }
 
 void canned_stop(struct canned *c)
@@ -351,7 +359,7 @@ void canned_stop(struct canned *c)
 				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
-	c->stop = 1;
+	__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
 	/* Wake the accept with one last connection. */
 	if (fd >= 0) {
 		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
