@@ -51,7 +51,8 @@ struct canned {
 	int fd;
 	int port;
 	char url[64];
-	const char *response; /* raw HTTP/1.1 response: canned_set */
+	char *response; /* raw HTTP/1.1 response (copy): canned_set */
+	void *lock;
 	int stop;
 	unsigned long served;
 	void *thread;
