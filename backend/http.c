@@ -582,6 +582,7 @@ enum backend_status backend_http(struct backend *b, struct backend_req *r,
 	/* The URL (a capability) stays only in the handle until the next
 	 * call; set something harmless to drop it now. */
 	curl_easy_setopt(h->curl, CURLOPT_URL, "http://0.0.0.0/");
+	curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, NULL); /* freed below */
 	r->http_status = x.status;
 
 	if (rc != CURLE_OK) {
