@@ -13,11 +13,12 @@
  * Every call returns an enum backend_status and, when err is not NULL, fills
  * *err. Messages never contain a sandbox URL or a token.
  *
- * Never twice: an execute and a create go out on a fresh connection with a
- * body libcurl cannot rewind, so libcurl's silent resend of a request whose
- * reused keep-alive connection died can never run a command (or create a
- * sandbox) twice. Idempotent calls (files, health, get, list, delete) reuse
- * connections and keep that resend.
+ * Never twice: an execute and a create send a body libcurl cannot rewind,
+ * so libcurl's silent resend of a request whose reused keep-alive
+ * connection died can never run a command (or create a sandbox) twice: it
+ * fails as BACKEND_ANSWER_LOST instead. They reuse only connections idle
+ * for under a second, which servers do not close. Idempotent calls (files,
+ * health, orchestrator get, list, delete) keep libcurl's resend.
  */
 #ifndef SANDBOXFS_BACKEND_H
 #define SANDBOXFS_BACKEND_H

@@ -64,8 +64,8 @@ struct backend_req {
 	long timeout_ms; /* total bound, 0 = none */
 	bool stall;      /* fail a transfer that stalls (LOW_SPEED_*) */
 	/* The request has effects and must never be sent twice (execute,
-	 * create): it goes on a fresh connection and its body cannot be
-	 * rewound, so libcurl can never resend it. */
+	 * create): its body cannot be rewound, so libcurl can never resend
+	 * it, and it reuses only connections idle for under a second. */
 	bool once;
 
 	/* Results. */

@@ -303,9 +303,6 @@ static int run_bench(struct backend *b, const char *url, const char *verb, int a
 	}
 	bench_report(verb, b, lat, n, now_us() - t0,
 		     strcmp(verb, "bench-exec") == 0 ? 0 : (uint64_t)size);
-	if (strcmp(verb, "bench-exec") == 0)
-		printf("note: each execute opens a fresh connection by design (an "
-		       "execute is never resent on a reused one)\n");
 	free(lat);
 	return EX_OK;
 }
