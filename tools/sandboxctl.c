@@ -401,11 +401,15 @@ static int run_sandbox_verb(struct backend *b, const struct opts *o, const char 
 				rc = EX_FAIL;
 				goto out;
 			}
-			while ((n = read(fd, buf, sizeof(buf))) > 0)
-				if (write(t, buf, (size_t)n) != n)
+			while ((n = read(fd, buf, sizeof(buf))) > 0) {
+				if (write(t, buf, (size_t)n) != n) {
 					n = -1;
+					break;
+				}
+			}
 			if (n < 0 || fstat(t, &sb) != 0) {
-				fprintf(stderr, "sandboxctl: cannot read the input\n");
+				fprintf(stderr, "sandboxctl: cannot spool the input: %s\n",
+					strerror(errno));
 				close(t);
 				rc = EX_FAIL;
 				goto out;
