@@ -67,6 +67,24 @@ static struct backend_handle *thread_handle(struct backend *b)
 
 	if (h && h->owner == b)
 		return h;
+	pthread_mutex_lock(&b->handles_lock);
+	h = b->idle;
+	if (h) {
+		b->idle = h->idle_next;
+		b->nidle--;
+	}
+	pthread_mutex_unlock(&b->handles_lock);
+	if (h) {
+		if (pthread_setspecific(b->key, h) == 0)
+			return h;
+		/* Back where it was; this call goes without a handle. */
+		pthread_mutex_lock(&b->handles_lock);
+		h->idle_next = b->idle;
+		b->idle = h;
+		b->nidle++;
+		pthread_mutex_unlock(&b->handles_lock);
+		return NULL;
+	}
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return NULL;

@@ -149,6 +149,37 @@ static void threads(void)
 	CHECK(after - before - 1 <= 2 * NTHREADS);
 }
 
+static void *health_only(void *p)
+{
+	struct backend_error e;
+
+	*(enum backend_status *)p = backend_health(b, srv.url, &e);
+	return NULL;
+}
+
+/* New threads after the old ones exited take over their handles, and
+ * with them their live connections. */
+static void recycled(void)
+{
+	pthread_t t[NTHREADS];
+	enum backend_status st[NTHREADS];
+	struct backend_stats s0, s;
+	int ok = 0;
+
+	backend_get_stats(b, &s0);
+	for (int i = 0; i < NTHREADS; i++)
+		pthread_create(&t[i], NULL, health_only, &st[i]);
+	for (int i = 0; i < NTHREADS; i++) {
+		pthread_join(t[i], NULL);
+		ok += st[i] == BACKEND_OK;
+	}
+	backend_get_stats(b, &s);
+	CHECK(ok == NTHREADS);
+	printf("16 new threads after the first 16 exited: %llu new connection(s)\n",
+	       (unsigned long long)(s.connections_opened - s0.connections_opened));
+	CHECK(s.connections_opened - s0.connections_opened <= 2);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -156,6 +187,7 @@ int main(int argc, char **argv)
 	b = backend_new(NULL);
 	reuse();
 	threads();
+	recycled();
 	/* Freed with the main thread's handle still registered. */
 	{
 		struct backend_error e;
