@@ -8,7 +8,9 @@
  *
  * Thread safety: one struct backend is shared by every thread. Each calling
  * thread gets its own reused curl easy handle (connections are kept alive and
- * reused); no lock is held across a network call.
+ * reused; a handle outlives its thread and passes, connections and all, to
+ * the next new thread); no lock is held across a network call.
+ * backend_free may only be called once no thread is inside a call.
  *
  * Every call returns an enum backend_status and, when err is not NULL, fills
  * *err. Messages never contain a sandbox URL or a token.
