@@ -463,6 +463,7 @@ static enum backend_status setup(struct backend *b, struct xfer *x, CURL *c,
 #endif
 	SET(CURLOPT_SHARE, b->share);
 	SET(CURLOPT_NOSIGNAL, 1L);
+	SET(CURLOPT_USERAGENT, "sandboxfs/" SANDBOXFS_VERSION);
 	SET(CURLOPT_FOLLOWLOCATION, 0L);
 	SET(CURLOPT_CONNECTTIMEOUT_MS, b->cfg.connect_timeout_ms);
 	SET(CURLOPT_TIMEOUT_MS, r->timeout_ms);
@@ -553,7 +554,7 @@ enum backend_status backend_http(struct backend *b, struct backend_req *r,
 
 	if (!backend_url_valid(r->base_url)) {
 		backend_set_error(err, BACKEND_BAD_REQUEST, 0,
-				  "not an http(s) URL without fragment");
+				  "not an http(s) base URL (no query, no fragment)");
 		st = BACKEND_BAD_REQUEST;
 		goto out;
 	}
