@@ -308,6 +308,10 @@ static int fs_render_health(struct fs_mount *m, char **buf, size_t *len)
 	if (!f)
 		return -ENOMEM;
 	int problems = 0;
+	if (m->jreport.repaired) {
+		fprintf(f, "journal: repaired at mount: %s\n", m->jreport.message);
+		problems++;
+	}
 	if (m->jreport.torn_tail) {
 		fprintf(f,
 			"journal: a torn last record was cut at offset %" PRIu64

@@ -290,6 +290,10 @@ int main(int argc, char *argv[])
 		       m->jreport.message[0] ? m->jreport.message : strerror(-rc));
 		goto out_fuse;
 	}
+	if (m->jreport.unknown_marked)
+		fs_log("journal: %zu requests had no recorded outcome; marked "
+		       "unknown, never resent",
+		       m->jreport.unknown_marked);
 	if (m->jreport.repaired)
 		fs_log("journal: repaired: %s", m->jreport.message);
 	if (m->jreport.torn_tail)

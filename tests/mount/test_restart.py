@@ -136,6 +136,7 @@ def test_journal_damage_stops_the_mount(tmp_path, orch):
     m3 = mount.Mount(tmp_path, server=orch, opts=["repair_journal"])
     with m3:
         assert "d1" in os.listdir(m3.mnt)
+        assert "repaired" in mount.read(m3.path(".sandboxfs", "health"))
     m3.check_log(allow=[r"repaired", r"damaged"])
 
 
