@@ -54,9 +54,10 @@ build() {
 		extra+=(-Db_sanitize=address,undefined -Db_lundef=false)
 	fi
 	if [ ! -f "$dir/build.ninja" ]; then
-		meson setup "$dir" --werror "${extra[@]}" >/dev/null
+		meson setup "$dir" --werror "${extra[@]}" >&2 || return 1
 	fi
-	ninja -C "$dir" >/dev/null || ninja -C "$dir"
+	# Progress goes to stderr: stdout carries only the build directory.
+	ninja -C "$dir" >&2 || return 1
 	echo "$dir"
 }
 
@@ -66,7 +67,7 @@ build) deps; build ;;
 run)
 	deps
 	dir=$(build)
-	exec contrib/demo.sh "$dir"
+	exec contrib/quickstart.sh "$dir"
 	;;
 test)
 	deps

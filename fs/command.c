@@ -25,6 +25,10 @@
 
 bool fs_run_is_timeout(int exit_code, long timeout_s, long duration_ms);
 
+/* The sandbox whose seat the calling thread holds while the workspace
+ * applies its batched changes. */
+static __thread struct fs_sandbox *fs_seat_holder;
+
 struct fs_job {
 	struct fs_mount *m;
 	struct fs_sandbox *sb;
@@ -102,8 +106,7 @@ static int fs_output_store(struct fs_mount *m, const char *id, uint64_t seq,
 {
 	memset(o, 0, sizeof(*o));
 	o->len = len;
-	o->crc32 = (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)data,
-				   (uInt)len);
+	o->crc32 = (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)data, (uInt)len);
 	if (len <= FS_INLINE_OUTPUT) {
 		o->data = malloc(len + 1);
 		if (!o->data)
@@ -113,8 +116,8 @@ static int fs_output_store(struct fs_mount *m, const char *id, uint64_t seq,
 		return 0;
 	}
 	char rel[512], dir[4096], path[4096];
-	snprintf(rel, sizeof(rel), "outputs/%s/%llu.%s", id,
-		 (unsigned long long)seq, name);
+	snprintf(rel, sizeof(rel), "outputs/%s/%llu.%s", id, (unsigned long long)seq,
+		 name);
 	snprintf(dir, sizeof(dir), "%s/outputs/%s", m->state_dir, id);
 	snprintf(path, sizeof(path), "%s/%s", m->state_dir, rel);
 	int rc = fs_mkdir_p(dir);
@@ -145,8 +148,8 @@ static int fs_output_store(struct fs_mount *m, const char *id, uint64_t seq,
 	return 0;
 }
 
-int fs_output_load(struct fs_mount *m, const struct journal_output *o,
-		   char **buf, size_t *len)
+int fs_output_load(struct fs_mount *m, const struct journal_output *o, char **buf,
+		   size_t *len)
 {
 	*buf = NULL;
 	*len = 0;
@@ -181,8 +184,7 @@ int fs_output_load(struct fs_mount *m, const struct journal_output *o,
 		got += (size_t)r;
 	}
 	close(fd);
-	uint32_t c = (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)b,
-				     (uInt)got);
+	uint32_t c = (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)b, (uInt)got);
 	if (got != o->len || c != o->crc32) {
 		fs_log("output %s: damaged (length or crc32 mismatch)", o->file);
 		free(b);
@@ -196,8 +198,8 @@ int fs_output_load(struct fs_mount *m, const struct journal_output *o,
 
 static void fs_invalidate_results(struct fs_mount *m, struct fs_sandbox *sb)
 {
-	static const char *const files[] = { "stdout", "stderr", "exit",
-					     "status", "last", "info" };
+	static const char *const files[] = {"stdout", "stderr", "exit",
+					    "status", "last",	"info"};
 	if (!m->fuse || atomic_load(&m->stopping))
 		return;
 	char path[512];
@@ -212,10 +214,8 @@ static void fs_invalidate_results(struct fs_mount *m, struct fs_sandbox *sb)
 static void fs_invalidate_workspace(struct fs_mount *m, struct fs_sandbox *sb,
 				    struct workspace *ws)
 {
-#ifdef SANDBOXFS_HAVE_WORKSPACE
 	if (ws)
 		workspace_invalidate(ws);
-#endif
 	if (!m->fuse || atomic_load(&m->stopping))
 		return;
 	char path[512];
@@ -230,10 +230,10 @@ static void fs_job_finish(struct fs_job *job, enum backend_status st,
 {
 	struct fs_mount *m = job->m;
 	struct fs_sandbox *sb = job->sb;
-	struct journal_record r = { 0 };
+	struct journal_record r = {0};
 	r.sandbox = sb->id;
 	r.seq = job->seq;
-	struct journal_output out = { 0 }, errout = { 0 };
+	struct journal_output out = {0}, errout = {0};
 	enum fs_run_status status;
 	int result = 0;
 	char why[384] = "";
@@ -243,25 +243,23 @@ static void fs_job_finish(struct fs_job *job, enum backend_status st,
 					 res->out ? res->out : "", res->out_len, &out);
 		if (rc == 0)
 			rc = fs_output_store(m, sb->id, job->seq, "stderr",
-					     res->err ? res->err : "",
-					     res->err_len, &errout);
+					     res->err ? res->err : "", res->err_len,
+					     &errout);
 		if (rc < 0)
-			fs_log("sandbox %s run %llu: cannot store output: %s",
-			       sb->id, (unsigned long long)job->seq,
-			       strerror(-rc));
+			fs_log("sandbox %s run %llu: cannot store output: %s", sb->id,
+			       (unsigned long long)job->seq, strerror(-rc));
 		r.kind = JOURNAL_EXEC_RESULT;
 		r.exit_code = res->exit_code;
 		r.duration_ms = res->duration_ms;
 		r.truncated = res->truncated;
 		r.out = out;
 		r.err = errout;
-		status = fs_run_is_timeout(res->exit_code, job->timeout_s,
-					   res->duration_ms)
-				 ? FS_RUN_TIMEOUT
-				 : FS_RUN_EXITED;
+		status =
+		    fs_run_is_timeout(res->exit_code, job->timeout_s, res->duration_ms)
+			? FS_RUN_TIMEOUT
+			: FS_RUN_EXITED;
 	} else {
-		bool unknown = st == BACKEND_ANSWER_LOST ||
-			       st == BACKEND_BAD_ANSWER ||
+		bool unknown = st == BACKEND_ANSWER_LOST || st == BACKEND_BAD_ANSWER ||
 			       st == BACKEND_SERVER_ERROR || st == BACKEND_LOCAL;
 		if (unknown) {
 			r.kind = JOURNAL_EXEC_UNKNOWN;
@@ -347,9 +345,8 @@ static void *fs_job_main(void *arg)
 	memset(&res, 0, sizeof(res));
 	memset(&err, 0, sizeof(err));
 
-	enum backend_status st = backend_execute(m->backend, job->url,
-						 job->command, job->timeout_s,
-						 &res, &err);
+	enum backend_status st = backend_execute(m->backend, job->url, job->command,
+						 job->timeout_s, &res, &err);
 	fs_job_finish(job, st, &res, &err);
 	backend_exec_result_clear(&res);
 	fs_job_put(job);
@@ -358,8 +355,8 @@ static void *fs_job_main(void *arg)
 }
 
 /* Marks a run that never reached the wire as failed and frees the seat. */
-static void fs_run_abort(struct fs_mount *m, struct fs_sandbox *sb,
-			 uint64_t seq, const char *why, int errnum)
+static void fs_run_abort(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq,
+			 const char *why, int errnum)
 {
 	pthread_mutex_lock(&m->lock);
 	struct fs_run *run = fs_sandbox_run(sb, seq);
@@ -377,27 +374,15 @@ static void fs_run_abort(struct fs_mount *m, struct fs_sandbox *sb,
 	pthread_mutex_unlock(&m->lock);
 }
 
-int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb,
-		   const char *command, size_t len, bool interruptible,
-		   bool internal, uint64_t *seq_out)
+int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *command,
+		   size_t len, bool interruptible, bool internal, uint64_t *seq_out)
 {
 	if (len == 0 || memchr(command, '\0', len))
 		return -EINVAL;
 
-#ifdef SANDBOXFS_HAVE_WORKSPACE
-	/* Batched workspace changes (queued modes) reach the sandbox first,
-	 * as internal commands of their own through fs_command_exec_cb,
-	 * before this command takes the seat. */
-	if (!internal) {
-		pthread_mutex_lock(&m->lock);
-		struct workspace *pre = sb->ws;
-		pthread_mutex_unlock(&m->lock);
-		int wrc = pre ? workspace_before_command(pre) : 0;
-		if (wrc < 0 && wrc != -EBUSY)
-			fs_log("sandbox %s: workspace changes before a command: %s",
-			       sb->id, strerror(-wrc));
-	}
-#endif
+	/* A command the workspace runs from workspace_before_command, on
+	 * this thread, uses the seat the user's command already holds. */
+	bool nested = internal && fs_seat_holder == sb;
 
 	pthread_mutex_lock(&m->lock);
 	if (!sb->present || !sb->url || sb->state == FS_SB_GONE ||
@@ -406,15 +391,35 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb,
 		pthread_mutex_unlock(&m->lock);
 		return -e;
 	}
-	if (sb->busy) {
-		pthread_mutex_unlock(&m->lock);
-		atomic_fetch_add(&m->n.busy_refused, 1);
-		return -EBUSY;
+	if (!nested) {
+		if (sb->busy) {
+			pthread_mutex_unlock(&m->lock);
+			atomic_fetch_add(&m->n.busy_refused, 1);
+			return -EBUSY;
+		}
+		sb->busy = true;
+		sb->busy_seq = 0; /* claimed; the run gets its number below */
 	}
+	struct workspace *ws = sb->ws;
+	pthread_mutex_unlock(&m->lock);
+
+	/* Batched workspace changes (modes) reach the sandbox before the
+	 * command, with the seat held by this mount; they run as commands
+	 * of their own, numbered before this one. */
+	if (!internal && ws) {
+		fs_seat_holder = sb;
+		int wrc = workspace_before_command(ws);
+		fs_seat_holder = NULL;
+		if (wrc < 0)
+			fs_log("sandbox %s: workspace changes before a command: %s",
+			       sb->id, strerror(-wrc));
+	}
+
+	pthread_mutex_lock(&m->lock);
 	uint64_t seq = ++sb->last_seq;
 	long timeout_s = fs_sandbox_timeout(m, sb);
-	sb->busy = true;
-	sb->busy_seq = seq;
+	if (!nested)
+		sb->busy_seq = seq;
 	struct fs_run *run = fs_sandbox_push_run(m, sb);
 	run->seq = seq;
 	run->command = strndup(command, len);
@@ -424,7 +429,6 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb,
 	run->status = FS_RUN_RUNNING;
 	run->started_ms = fs_now_ms();
 	char *url = fs_strdup0(sb->url);
-	struct workspace *ws __attribute__((unused)) = sb->ws;
 	pthread_mutex_unlock(&m->lock);
 	atomic_fetch_add(&m->n.commands, 1);
 	fs_invalidate_results(m, sb);
@@ -432,10 +436,9 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb,
 		*seq_out = seq;
 
 	int rc = fs_sandbox_adopt(m, sb);
-	struct journal_record r = { .kind = JOURNAL_EXEC_INTENT };
+	struct journal_record r = {.kind = JOURNAL_EXEC_INTENT};
 	r.sandbox = sb->id;
 	r.seq = seq;
-	r.command = (char *)command;
 	r.timeout_s = timeout_s;
 	char *cmd = strndup(command, len);
 	if (!cmd)
@@ -474,11 +477,11 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb,
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	pthread_t tid;
 	atomic_fetch_add(&m->workers, 1);
-	int prc = pthread_create(&tid, &attr, fs_job_main, job);
+	int prc = nested ? -1 : pthread_create(&tid, &attr, fs_job_main, job);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	if (prc != 0) {
-		/* no thread: run it here, uninterruptibly */
+		/* nested, or no thread: run it here, uninterruptibly */
 		fs_job_main(job);
 	}
 
@@ -500,8 +503,8 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb,
 	return rc;
 }
 
-int fs_command_wait_idle(struct fs_mount *m, struct fs_sandbox *sb,
-			 uint64_t seq, bool nonblock)
+int fs_command_wait_idle(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq,
+			 bool nonblock)
 {
 	pthread_mutex_lock(&m->lock);
 	bool counted = false;
@@ -545,8 +548,7 @@ int fs_command_exec_cb(void *ctx, const char *sandbox_id, const char *command,
 	if (!sb)
 		return -ENOENT;
 	uint64_t seq = 0;
-	int rc = fs_command_run(m, sb, command, strlen(command), false, true,
-				&seq);
+	int rc = fs_command_run(m, sb, command, strlen(command), false, true, &seq);
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&m->lock);

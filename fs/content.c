@@ -14,13 +14,11 @@
 #include <time.h>
 
 static const char *const fs_file_names[] = {
-	[FS_F_CTL] = "ctl",         [FS_F_STDOUT] = "stdout",
-	[FS_F_STDERR] = "stderr",   [FS_F_EXIT] = "exit",
-	[FS_F_STATUS] = "status",   [FS_F_LAST] = "last",
-	[FS_F_TIMEOUT] = "timeout", [FS_F_STATE] = "state",
-	[FS_F_INFO] = "info",       [FS_F_COMMAND] = "command",
-	[FS_F_MCTL] = "ctl",        [FS_F_HEALTH] = "health",
-	[FS_F_STATS] = "stats",     [FS_F_VERSION] = "version",
+    [FS_F_CTL] = "ctl",		[FS_F_STDOUT] = "stdout",   [FS_F_STDERR] = "stderr",
+    [FS_F_EXIT] = "exit",	[FS_F_STATUS] = "status",   [FS_F_LAST] = "last",
+    [FS_F_TIMEOUT] = "timeout", [FS_F_STATE] = "state",	    [FS_F_INFO] = "info",
+    [FS_F_COMMAND] = "command", [FS_F_MCTL] = "ctl",	    [FS_F_HEALTH] = "health",
+    [FS_F_STATS] = "stats",	[FS_F_VERSION] = "version",
 };
 
 const char *fs_file_name(enum fs_file f)
@@ -29,19 +27,21 @@ const char *fs_file_name(enum fs_file f)
 }
 
 static const enum fs_file fs_sb_files[] = {
-	FS_F_CTL,   FS_F_STDOUT,  FS_F_STDERR, FS_F_EXIT, FS_F_STATUS,
-	FS_F_LAST,  FS_F_TIMEOUT, FS_F_STATE,  FS_F_INFO,
+    FS_F_CTL,  FS_F_STDOUT,  FS_F_STDERR, FS_F_EXIT, FS_F_STATUS,
+    FS_F_LAST, FS_F_TIMEOUT, FS_F_STATE,  FS_F_INFO,
 };
 static const enum fs_file fs_run_files[] = {
-	FS_F_COMMAND, FS_F_STDOUT, FS_F_STDERR,
-	FS_F_EXIT,    FS_F_STATUS, FS_F_INFO,
+    FS_F_COMMAND, FS_F_STDOUT, FS_F_STDERR, FS_F_EXIT, FS_F_STATUS, FS_F_INFO,
 };
 static const enum fs_file fs_m_files[] = {
-	FS_F_MCTL, FS_F_HEALTH, FS_F_STATS, FS_F_VERSION,
+    FS_F_MCTL,
+    FS_F_HEALTH,
+    FS_F_STATS,
+    FS_F_VERSION,
 };
 
-static int fs_match(const char *name, size_t len, const enum fs_file *set,
-		    size_t n, enum fs_file *out)
+static int fs_match(const char *name, size_t len, const enum fs_file *set, size_t n,
+		    enum fs_file *out)
 {
 	for (size_t i = 0; i < n; i++) {
 		const char *f = fs_file_names[set[i]];
@@ -275,8 +275,7 @@ static cJSON *fs_sandbox_json(struct fs_mount *m, const struct fs_sandbox *sb)
 	cJSON_AddBoolToObject(o, "running", sb->busy);
 	cJSON_AddNumberToObject(o, "timeout", (double)fs_sandbox_timeout(m, sb));
 	const struct fs_run *r = sb->nruns ? &sb->runs[sb->nruns - 1] : NULL;
-	cJSON_AddStringToObject(o, "status",
-				r ? fs_run_status_name(r->status) : "idle");
+	cJSON_AddStringToObject(o, "status", r ? fs_run_status_name(r->status) : "idle");
 	fs_json_str(o, "last_error", sb->last_error);
 	if (r && r->error)
 		cJSON_AddStringToObject(o, "why", r->error);
@@ -292,8 +291,7 @@ static int fs_strbuf(const char *s, char **buf, size_t *len)
 	return 0;
 }
 
-static int fs_memstream_done(FILE *f, char **mbuf, size_t *msize, char **buf,
-			     size_t *len)
+static int fs_memstream_done(FILE *f, char **mbuf, size_t *msize, char **buf, size_t *len)
 {
 	if (fclose(f) != 0)
 		return -ENOMEM;
@@ -310,9 +308,14 @@ static int fs_render_health(struct fs_mount *m, char **buf, size_t *len)
 	if (!f)
 		return -ENOMEM;
 	int problems = 0;
+	if (m->jreport.repaired) {
+		fprintf(f, "journal: repaired at mount: %s\n", m->jreport.message);
+		problems++;
+	}
 	if (m->jreport.torn_tail) {
-		fprintf(f, "journal: a torn last record was cut at offset %" PRIu64
-			   " (kept in %s)\n",
+		fprintf(f,
+			"journal: a torn last record was cut at offset %" PRIu64
+			" (kept in %s)\n",
 			m->jreport.torn_offset, m->jreport.torn_copy);
 		problems++;
 	}
@@ -343,10 +346,14 @@ static int fs_render_health(struct fs_mount *m, char **buf, size_t *len)
 	}
 	pthread_mutex_unlock(&m->lock);
 	if (deleting)
-		fprintf(f, "%zu sandboxes with unconfirmed delete (write \"recover\" to .sandboxfs/ctl)\n",
+		fprintf(f,
+			"%zu sandboxes with unconfirmed delete (write \"recover\" to "
+			".sandboxfs/ctl)\n",
 			deleting);
 	if (unknown)
-		fprintf(f, "%zu sandboxes with unconfirmed create (write \"recover\" to .sandboxfs/ctl)\n",
+		fprintf(f,
+			"%zu sandboxes with unconfirmed create (write \"recover\" to "
+			".sandboxfs/ctl)\n",
 			unknown);
 	if (unreachable)
 		fprintf(f, "%zu sandboxes unreachable\n", unreachable);
@@ -354,10 +361,8 @@ static int fs_render_health(struct fs_mount *m, char **buf, size_t *len)
 		fprintf(f, "%zu failed sandboxes to dispose of (rmdir or recover)\n",
 			failed);
 	problems += (deleting || unknown || unreachable || failed) ? 1 : 0;
-#ifdef SANDBOXFS_HAVE_WORKSPACE
 	if (m->wscache)
 		problems += wscache_health(m->wscache, f);
-#endif
 	if (!problems)
 		fputs("ok\n", f);
 	return fs_memstream_done(f, &mb, &ms, buf, len);
@@ -372,8 +377,8 @@ static int fs_render_stats(struct fs_mount *m, char **buf, size_t *len)
 		return -ENOMEM;
 	struct backend_stats bs;
 	backend_get_stats(m->backend, &bs);
-	static const char *const ops[] = { "execute", "file", "health",
-					   "create", "sandbox" };
+	static const char *const ops[] = {"execute", "file", "health", "create",
+					  "sandbox"};
 	for (int i = 0; i < 5; i++)
 		fprintf(f, "requests_%s %" PRIu64 "\n", ops[i], bs.requests[i]);
 	fprintf(f, "request_errors %" PRIu64 "\n", bs.errors);
@@ -404,15 +409,12 @@ static int fs_render_stats(struct fs_mount *m, char **buf, size_t *len)
 #undef C
 	fprintf(f, "command_threads %d\n", atomic_load(&m->workers));
 	fprintf(f, "journal_bytes %" PRIu64 "\n", journal_size(m->journal));
-#ifdef SANDBOXFS_HAVE_WORKSPACE
 	if (m->wscache)
 		wscache_stats(m->wscache, f);
-#endif
 	return fs_memstream_done(f, &mb, &ms, buf, len);
 }
 
-int fs_render(struct fs_mount *m, const struct fs_loc *loc, char **buf,
-	      size_t *len)
+int fs_render(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *len)
 {
 	char tmp[64];
 	*buf = NULL;
@@ -437,7 +439,7 @@ int fs_render(struct fs_mount *m, const struct fs_loc *loc, char **buf,
 	}
 
 	struct fs_sandbox *sb = loc->sb;
-	struct journal_output o = { 0 };
+	struct journal_output o = {0};
 	bool output = false;
 	int rc = 0;
 	pthread_mutex_lock(&m->lock);
@@ -454,7 +456,7 @@ int fs_render(struct fs_mount *m, const struct fs_loc *loc, char **buf,
 	case FS_F_STDERR:
 		if (r && r->status != FS_RUN_RUNNING) {
 			const struct journal_output *src =
-				loc->file == FS_F_STDOUT ? &r->out : &r->err;
+			    loc->file == FS_F_STDOUT ? &r->out : &r->err;
 			o.len = src->len;
 			o.crc32 = src->crc32;
 			o.file = src->file;
@@ -510,8 +512,8 @@ int fs_render(struct fs_mount *m, const struct fs_loc *loc, char **buf,
 		break;
 	}
 	case FS_F_INFO: {
-		cJSON *j = loc->node == FS_N_RUNFILE ? fs_run_json(r)
-						     : fs_sandbox_json(m, sb);
+		cJSON *j =
+		    loc->node == FS_N_RUNFILE ? fs_run_json(r) : fs_sandbox_json(m, sb);
 		rc = fs_json_out(j, buf, len);
 		break;
 	}
@@ -527,6 +529,27 @@ int fs_render(struct fs_mount *m, const struct fs_loc *loc, char **buf,
 	return rc;
 }
 
+off_t fs_render_size(struct fs_mount *m, const struct fs_loc *loc)
+{
+	if (loc->file == FS_F_STDOUT || loc->file == FS_F_STDERR) {
+		/* output files are not read for a stat */
+		off_t size = 0;
+		pthread_mutex_lock(&m->lock);
+		struct fs_run *r = fs_loc_run(loc);
+		if (r && r->status != FS_RUN_RUNNING)
+			size =
+			    (off_t)(loc->file == FS_F_STDOUT ? r->out.len : r->err.len);
+		pthread_mutex_unlock(&m->lock);
+		return size;
+	}
+	char *buf;
+	size_t len;
+	if (fs_render(m, loc, &buf, &len) < 0)
+		return 0;
+	free(buf);
+	return (off_t)len;
+}
+
 static void fs_xattr_add(FILE *f, const char *name, const char *value)
 {
 	fputs(name, f);
@@ -535,8 +558,7 @@ static void fs_xattr_add(FILE *f, const char *name, const char *value)
 	fputc('\0', f);
 }
 
-int fs_xattrs(struct fs_mount *m, const struct fs_loc *loc, char **buf,
-	      size_t *len)
+int fs_xattrs(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *len)
 {
 	char *mb = NULL;
 	size_t ms = 0;
@@ -569,8 +591,7 @@ int fs_xattrs(struct fs_mount *m, const struct fs_loc *loc, char **buf,
 		if (r) {
 			fs_xattr_add(f, "user.sandbox.status",
 				     fs_run_status_name(r->status));
-			if (r->status == FS_RUN_EXITED ||
-			    r->status == FS_RUN_TIMEOUT) {
+			if (r->status == FS_RUN_EXITED || r->status == FS_RUN_TIMEOUT) {
 				snprintf(tmp, sizeof(tmp), "%d", r->exit_code);
 				fs_xattr_add(f, "user.sandbox.exit", tmp);
 			}

@@ -15,11 +15,16 @@
 static enum fs_sb_state fs_state_of(enum backend_sandbox_state s)
 {
 	switch (s) {
-	case BACKEND_SANDBOX_CREATING: return FS_SB_CREATING;
-	case BACKEND_SANDBOX_READY: return FS_SB_READY;
-	case BACKEND_SANDBOX_FAILED: return FS_SB_FAILED;
-	case BACKEND_SANDBOX_DELETING: return FS_SB_DELETING;
-	default: return FS_SB_UNKNOWN;
+	case BACKEND_SANDBOX_CREATING:
+		return FS_SB_CREATING;
+	case BACKEND_SANDBOX_READY:
+		return FS_SB_READY;
+	case BACKEND_SANDBOX_FAILED:
+		return FS_SB_FAILED;
+	case BACKEND_SANDBOX_DELETING:
+		return FS_SB_DELETING;
+	default:
+		return FS_SB_UNKNOWN;
 	}
 }
 
@@ -27,9 +32,8 @@ static int fs_journal(struct fs_mount *m, const struct journal_record *r)
 {
 	int rc = journal_append(m->journal, r, true);
 	if (rc < 0)
-		fs_log("journal append (%s %s) failed: %s",
-		       journal_kind_name(r->kind), r->sandbox ? r->sandbox : "",
-		       strerror(-rc));
+		fs_log("journal append (%s %s) failed: %s", journal_kind_name(r->kind),
+		       r->sandbox ? r->sandbox : "", strerror(-rc));
 	return rc;
 }
 
@@ -39,8 +43,8 @@ int fs_orch_refresh(struct fs_mount *m, bool force)
 		return 0;
 	uint64_t now = fs_now_ms();
 	pthread_mutex_lock(&m->lock);
-	bool fresh = m->list_try_ms &&
-		     now - m->list_try_ms < (uint64_t)m->opt.listing_ttl_ms;
+	bool fresh =
+	    m->list_try_ms && now - m->list_try_ms < (uint64_t)m->opt.listing_ttl_ms;
 	int last = m->list_errno;
 	pthread_mutex_unlock(&m->lock);
 	if (fresh && !force)
@@ -58,8 +62,8 @@ int fs_orch_refresh(struct fs_mount *m, bool force)
 	}
 
 	uint64_t start = fs_now_ms();
-	struct backend_sandbox_list l = { 0 };
-	struct backend_error err = { 0 };
+	struct backend_sandbox_list l = {0};
+	struct backend_error err = {0};
 	enum backend_status st = backend_orch_list(m->backend, &m->orch, &l, &err);
 	atomic_fetch_add(&m->n.list_refreshes, 1);
 
@@ -166,7 +170,7 @@ static enum backend_status fs_wait_ready(struct fs_mount *m, const char *id,
 static int fs_create_settle(struct fs_mount *m, struct fs_sandbox *sb,
 			    struct backend_sandbox *s, enum journal_kind kind)
 {
-	struct journal_record r = { .kind = kind };
+	struct journal_record r = {.kind = kind};
 	r.sandbox = sb->id;
 	int res = 0;
 	if (s->state == BACKEND_SANDBOX_READY && s->url) {
@@ -196,8 +200,8 @@ static int fs_create_settle(struct fs_mount *m, struct fs_sandbox *sb,
 /* Reads GET /v1/sandbox/ID after a create whose answer was lost. */
 static int fs_reconcile_one(struct fs_mount *m, struct fs_sandbox *sb)
 {
-	struct backend_sandbox s = { 0 };
-	struct backend_error err = { 0 };
+	struct backend_sandbox s = {0};
+	struct backend_error err = {0};
 	enum backend_status st = BACKEND_NOT_SENT;
 	for (int attempt = 0; attempt < 3; attempt++) {
 		st = backend_orch_get(m->backend, &m->orch, sb->id, &s, &err);
@@ -215,7 +219,7 @@ static int fs_reconcile_one(struct fs_mount *m, struct fs_sandbox *sb)
 		res = fs_create_settle(m, sb, &s, JOURNAL_CREATE_RECONCILED);
 	} else if (st == BACKEND_NOT_FOUND) {
 		/* the create never took effect: it does not exist */
-		struct journal_record r = { .kind = JOURNAL_CREATE_RECONCILED };
+		struct journal_record r = {.kind = JOURNAL_CREATE_RECONCILED};
 		r.sandbox = sb->id;
 		fs_journal(m, &r);
 		pthread_mutex_lock(&m->lock);
@@ -250,8 +254,7 @@ void fs_reconcile_creates(struct fs_mount *m)
 		pthread_mutex_lock(&m->lock);
 		struct fs_sandbox *sb = m->sbs[i];
 		bool todo = sb->present && sb->owned && !sb->url &&
-			    (sb->state == FS_SB_UNKNOWN ||
-			     sb->state == FS_SB_CREATING) &&
+			    (sb->state == FS_SB_UNKNOWN || sb->state == FS_SB_CREATING) &&
 			    !sb->lifecycle_busy;
 		if (todo)
 			sb->lifecycle_busy = true;
@@ -301,7 +304,7 @@ int fs_sandbox_create(struct fs_mount *m, const char *id, const char *pool,
 	pthread_mutex_unlock(&m->lock);
 	atomic_fetch_add(&m->n.creates, 1);
 
-	struct journal_record r = { .kind = JOURNAL_CREATE_INTENT };
+	struct journal_record r = {.kind = JOURNAL_CREATE_INTENT};
 	r.sandbox = (char *)id;
 	r.pool = image ? NULL : (char *)pool;
 	r.image = (char *)image;
@@ -319,13 +322,16 @@ int fs_sandbox_create(struct fs_mount *m, const char *id, const char *pool,
 	sb->in_journal_state = true;
 
 	struct backend_create_request req = {
-		.id = id, .pool = image ? NULL : pool, .image = image,
-		.port = port, .idle_timeout_s = idle_s,
+	    .id = id,
+	    .pool = image ? NULL : pool,
+	    .image = image,
+	    .port = port,
+	    .idle_timeout_s = idle_s,
 	};
-	struct backend_sandbox s = { 0 };
-	struct backend_error err = { 0 };
-	enum backend_status st = backend_orch_create(m->backend, &m->orch, &req,
-						     &s, &err);
+	struct backend_sandbox s = {0};
+	struct backend_error err = {0};
+	enum backend_status st =
+	    backend_orch_create(m->backend, &m->orch, &req, &s, &err);
 	if (st == BACKEND_OK && s.state == BACKEND_SANDBOX_CREATING)
 		st = fs_wait_ready(m, id, &s, &err);
 
@@ -334,7 +340,7 @@ int fs_sandbox_create(struct fs_mount *m, const char *id, const char *pool,
 	} else if (st == BACKEND_ANSWER_LOST || st == BACKEND_BAD_ANSWER ||
 		   st == BACKEND_SERVER_ERROR) {
 		/* maybe created: reconcile by id, never create again */
-		struct journal_record u = { .kind = JOURNAL_CREATE_UNKNOWN };
+		struct journal_record u = {.kind = JOURNAL_CREATE_UNKNOWN};
 		u.sandbox = (char *)id;
 		char why[384];
 		snprintf(why, sizeof(why), "%s: %s", backend_status_name(st),
@@ -347,12 +353,14 @@ int fs_sandbox_create(struct fs_mount *m, const char *id, const char *pool,
 		pthread_mutex_unlock(&m->lock);
 		res = fs_reconcile_one(m, sb);
 	} else {
-		struct journal_record f = { .kind = JOURNAL_CREATE_FAILED };
+		/* Refused or never sent: nothing of ours exists (409: the id
+		 * is someone else's live sandbox). Recorded as reconciled to
+		 * nothing, so neither replay nor recover ever touches it. */
+		struct journal_record f = {.kind = JOURNAL_CREATE_RECONCILED};
 		f.sandbox = (char *)id;
 		char why[384];
 		snprintf(why, sizeof(why), "create refused (%s): %s",
 			 backend_status_name(st), err.message);
-		f.error = why;
 		fs_journal(m, &f);
 		res = -backend_errno(st, BACKEND_OP_CREATE);
 		pthread_mutex_lock(&m->lock);
@@ -368,13 +376,15 @@ int fs_sandbox_create(struct fs_mount *m, const char *id, const char *pool,
 	pthread_mutex_unlock(&m->lock);
 	if (res < 0)
 		atomic_fetch_add(&m->n.create_failures, 1);
+	if (res == -EEXIST)
+		fs_orch_refresh(m, true); /* show the live one */
 	return res;
 }
 
 /* DELETE through the orchestrator, intent first. Returns 0 or -errno. */
 static int fs_delete_owned(struct fs_mount *m, struct fs_sandbox *sb)
 {
-	struct journal_record r = { .kind = JOURNAL_DELETE_INTENT };
+	struct journal_record r = {.kind = JOURNAL_DELETE_INTENT};
 	r.sandbox = sb->id;
 	if (fs_journal(m, &r) < 0)
 		return -EIO;
@@ -384,33 +394,30 @@ static int fs_delete_owned(struct fs_mount *m, struct fs_sandbox *sb)
 	pthread_mutex_unlock(&m->lock);
 	atomic_fetch_add(&m->n.deletes, 1);
 
-	struct backend_error err = { 0 };
-	enum backend_status st = backend_orch_delete(m->backend, &m->orch,
-						     sb->id, &err);
+	struct backend_error err = {0};
+	enum backend_status st = backend_orch_delete(m->backend, &m->orch, sb->id, &err);
 	if (st == BACKEND_OK || st == BACKEND_NOT_FOUND) {
-		struct journal_record d = { .kind = JOURNAL_DELETED };
+		struct journal_record d = {.kind = JOURNAL_DELETED};
 		d.sandbox = sb->id;
 		fs_journal(m, &d);
 		pthread_mutex_lock(&m->lock);
 		sb->state = FS_SB_GONE;
 		sb->present = false;
-		struct workspace *ws __attribute__((unused)) = sb->ws;
+		struct workspace *ws = sb->ws;
 		sb->ws = NULL;
 		fs_set_str(&sb->url, NULL);
 		sb->journaled = false;
 		pthread_mutex_unlock(&m->lock);
-#ifdef SANDBOXFS_HAVE_WORKSPACE
 		if (ws && m->wscache) {
 			workspace_sandbox_gone(ws);
 			workspace_forget(m->wscache, sb->id);
 		}
-#endif
 		return 0;
 	}
 	char why[384];
 	snprintf(why, sizeof(why), "delete not confirmed (%s): %s",
 		 backend_status_name(st), err.message);
-	struct journal_record u = { .kind = JOURNAL_DELETE_UNCONFIRMED };
+	struct journal_record u = {.kind = JOURNAL_DELETE_UNCONFIRMED};
 	u.sandbox = sb->id;
 	u.error = why;
 	fs_journal(m, &u);
@@ -473,8 +480,8 @@ int fs_sandbox_attach(struct fs_mount *m, const char *id, const char *url)
 	pthread_mutex_lock(&m->lock);
 	struct fs_sandbox *sb = fs_sandbox_find(m, id);
 	if (sb && sb->present) {
-		bool same = sb->attached && sb->url && strcmp(sb->url, url) == 0 &&
-			    sb->journaled;
+		bool same =
+		    sb->attached && sb->url && strcmp(sb->url, url) == 0 && sb->journaled;
 		pthread_mutex_unlock(&m->lock);
 		return same ? 0 : -EEXIST;
 	}
@@ -484,7 +491,7 @@ int fs_sandbox_attach(struct fs_mount *m, const char *id, const char *url)
 	}
 	pthread_mutex_unlock(&m->lock);
 
-	struct journal_record r = { .kind = JOURNAL_ATTACH };
+	struct journal_record r = {.kind = JOURNAL_ATTACH};
 	r.sandbox = (char *)id;
 	r.url = (char *)url;
 	if (fs_journal(m, &r) < 0)
@@ -523,20 +530,18 @@ int fs_sandbox_detach(struct fs_mount *m, const char *id)
 		return -EBUSY;
 	}
 	pthread_mutex_unlock(&m->lock);
-	struct journal_record r = { .kind = JOURNAL_DETACH };
+	struct journal_record r = {.kind = JOURNAL_DETACH};
 	r.sandbox = (char *)id;
 	if (fs_journal(m, &r) < 0)
 		return -EIO;
 	pthread_mutex_lock(&m->lock);
 	sb->present = false;
 	sb->attached = false;
-	struct workspace *ws __attribute__((unused)) = sb->ws;
+	struct workspace *ws = sb->ws;
 	sb->ws = NULL;
 	pthread_mutex_unlock(&m->lock);
-#ifdef SANDBOXFS_HAVE_WORKSPACE
 	if (ws && m->wscache)
 		workspace_forget(m->wscache, id);
-#endif
 	atomic_fetch_add(&m->n.detaches, 1);
 	return 0;
 }
@@ -557,8 +562,7 @@ int fs_recover(struct fs_mount *m, FILE *report)
 		 * orchestrator still keeps; never a command */
 		bool todo = sb->present && sb->owned && !sb->lifecycle_busy &&
 			    !sb->busy &&
-			    (sb->state == FS_SB_DELETING ||
-			     sb->state == FS_SB_FAILED);
+			    (sb->state == FS_SB_DELETING || sb->state == FS_SB_FAILED);
 		if (todo)
 			sb->lifecycle_busy = true;
 		pthread_mutex_unlock(&m->lock);
@@ -627,7 +631,7 @@ int fs_attach_file(struct fs_mount *m, const char *path, char *msg, size_t msgle
 
 int fs_sandbox_set_timeout(struct fs_mount *m, struct fs_sandbox *sb, long t)
 {
-	struct journal_record r = { .kind = JOURNAL_SET_TIMEOUT };
+	struct journal_record r = {.kind = JOURNAL_SET_TIMEOUT};
 	r.sandbox = sb->id;
 	r.timeout_s = t;
 	if (fs_journal(m, &r) < 0)

@@ -44,12 +44,11 @@ static int fs_find_server(const char *opt, char *out, size_t len)
 		char *slash = strrchr(self, '/');
 		if (slash) {
 			*slash = '\0';
-			if (snprintf(out, len, "%s/sandbox-server", self) <
-				    (int)len &&
+			if (snprintf(out, len, "%s/sandbox-server", self) < (int)len &&
 			    fs_executable(out))
 				return 0;
-			if (snprintf(out, len, "%s/../contrib/sandbox-server",
-				     self) < (int)len &&
+			if (snprintf(out, len, "%s/../contrib/sandbox-server", self) <
+				(int)len &&
 			    fs_executable(out))
 				return 0;
 		}
@@ -60,8 +59,7 @@ static int fs_find_server(const char *opt, char *out, size_t len)
 	char *copy = strdup(path), *save = NULL;
 	if (!copy)
 		return -ENOMEM;
-	for (char *d = strtok_r(copy, ":", &save); d;
-	     d = strtok_r(NULL, ":", &save)) {
+	for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
 		snprintf(out, len, "%s/sandbox-server", d);
 		if (fs_executable(out)) {
 			free(copy);
@@ -131,9 +129,8 @@ static void fs_stop_stale(const char *pidfile, const char *root)
 		fs_local_stop((pid_t)pid);
 }
 
-int fs_local_start(struct fs_local *l, const char *state_dir,
-		   const char *server_opt, bool tie_to_parent, char *msg,
-		   size_t msglen)
+int fs_local_start(struct fs_local *l, const char *state_dir, const char *server_opt,
+		   bool tie_to_parent, char *msg, size_t msglen)
 {
 	memset(l, 0, sizeof(*l));
 	char server[PATH_MAX];
@@ -143,8 +140,8 @@ int fs_local_start(struct fs_local *l, const char *state_dir,
 			 "or SANDBOXFS_SERVER)");
 		return -1;
 	}
-	char root[PATH_MAX], tokfile[PATH_MAX], portfile[PATH_MAX],
-		logfile[PATH_MAX], pidfile[PATH_MAX];
+	char root[PATH_MAX], tokfile[PATH_MAX], portfile[PATH_MAX], logfile[PATH_MAX],
+	    pidfile[PATH_MAX];
 	snprintf(root, sizeof(root), "%s/local", state_dir);
 	snprintf(tokfile, sizeof(tokfile), "%s/local.token", state_dir);
 	snprintf(portfile, sizeof(portfile), "%s/local.port", state_dir);
@@ -198,9 +195,8 @@ int fs_local_start(struct fs_local *l, const char *state_dir,
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		execl(server, server, "--orchestrator", "--root", root,
-		      "--port", "0", "--port-file", portfile, "--token-file",
-		      tokfile, (char *)NULL);
+		execl(server, server, "--orchestrator", "--root", root, "--port", "0",
+		      "--port-file", portfile, "--token-file", tokfile, (char *)NULL);
 		_exit(127);
 	}
 	if (logfd >= 0)
@@ -231,8 +227,7 @@ int fs_local_start(struct fs_local *l, const char *state_dir,
 			l->pid = 0;
 			snprintf(msg, msglen,
 				 "--local: sandbox-server exited (status %d); see %s",
-				 WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-				 logfile);
+				 WIFEXITED(status) ? WEXITSTATUS(status) : -1, logfile);
 			return -1;
 		}
 		usleep(50000);

@@ -10,7 +10,7 @@
 
 struct fs_local {
 	pid_t pid;
-	char url[64];    /* http://127.0.0.1:PORT */
+	char url[64];	 /* http://127.0.0.1:PORT */
 	char token[128]; /* secret */
 };
 
@@ -18,9 +18,8 @@ struct fs_local {
  * fresh random token (STATE/local.token, 0600), waits (bounded) for its
  * port file. tie_to_parent: the server dies with this process. Returns 0,
  * or -1 with msg set. */
-int fs_local_start(struct fs_local *l, const char *state_dir,
-		   const char *server_opt, bool tie_to_parent, char *msg,
-		   size_t msglen);
+int fs_local_start(struct fs_local *l, const char *state_dir, const char *server_opt,
+		   bool tie_to_parent, char *msg, size_t msglen);
 /* SIGTERM, a bounded wait, then SIGKILL. */
 void fs_local_stop(pid_t pid);
 

@@ -111,16 +111,14 @@ static int fs_read_token(struct fs_mount *m)
 	if (m->opt.token_file) {
 		int fd = open(m->opt.token_file, O_RDONLY | O_CLOEXEC);
 		if (fd < 0) {
-			fs_log("token_file %s: %s", m->opt.token_file,
-			       strerror(errno));
+			fs_log("token_file %s: %s", m->opt.token_file, strerror(errno));
 			return -1;
 		}
 		char buf[4096];
 		ssize_t n = read(fd, buf, sizeof(buf) - 1);
 		close(fd);
 		if (n < 0) {
-			fs_log("token_file %s: %s", m->opt.token_file,
-			       strerror(errno));
+			fs_log("token_file %s: %s", m->opt.token_file, strerror(errno));
 			return -1;
 		}
 		buf[n] = '\0';
@@ -143,8 +141,8 @@ static int fs_read_token(struct fs_mount *m)
 /* Lists the orchestrator's sandboxes: reachable, token accepted. */
 static int fs_check_orchestrator(struct fs_mount *m, char *msg, size_t len)
 {
-	struct backend_sandbox_list l = { 0 };
-	struct backend_error err = { 0 };
+	struct backend_sandbox_list l = {0};
+	struct backend_error err = {0};
 	enum backend_status st = BACKEND_NOT_SENT;
 	for (int i = 0; i < 3; i++) {
 		st = backend_orch_list(m->backend, &m->orch, &l, &err);
@@ -156,8 +154,7 @@ static int fs_check_orchestrator(struct fs_mount *m, char *msg, size_t len)
 	if (st == BACKEND_OK)
 		return 0;
 	if (st == BACKEND_DENIED)
-		snprintf(msg, len, "orchestrator refused the token (%s)",
-			 err.message);
+		snprintf(msg, len, "orchestrator refused the token (%s)", err.message);
 	else
 		snprintf(msg, len, "orchestrator not usable (%s): %s",
 			 backend_status_name(st), err.message);
@@ -217,7 +214,7 @@ int main(int argc, char *argv[])
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	static struct fs_mount mount;
 	struct fs_mount *m = &mount;
-	struct fs_local local = { 0 };
+	struct fs_local local = {0};
 	int ret = 1;
 
 	fs_mount_global = m;
@@ -229,19 +226,19 @@ int main(int argc, char *argv[])
 	m->mount_ms = fs_now_ms();
 
 	if (fs_options_parse(&args, &m->opt) < 0) {
-		fuse_opt_free_args(&args);
-		return 2;
+		ret = 2;
+		goto out_args;
 	}
 	if (m->opt.show_help) {
 		fs_options_help(argv[0]);
-		fuse_opt_free_args(&args);
-		return 0;
+		ret = 0;
+		goto out_args;
 	}
 	if (m->opt.show_version) {
 		printf("sandboxfs %s (libfuse %s)\n", SANDBOXFS_VERSION,
 		       fuse_pkgversion());
-		fuse_opt_free_args(&args);
-		return 0;
+		ret = 0;
+		goto out_args;
 	}
 	if (m->opt.dump_journal) {
 		char path[PATH_MAX];
@@ -249,19 +246,25 @@ int main(int argc, char *argv[])
 		int rc = journal_dump(path, stdout);
 		if (rc < 0)
 			fs_log("%s: %s", path, strerror(-rc));
-		return rc == 0 ? 0 : 1;
+		ret = rc == 0 ? 0 : 1;
+		goto out_args;
 	}
-	if (m->opt.check)
-		return fs_run_check(m);
+	if (m->opt.check) {
+		ret = fs_run_check(m);
+		if (m->backend)
+			backend_free(m->backend);
+		goto out_args;
+	}
 	if (!m->opt.mountpoint) {
 		fs_log("no mountpoint (see --help)");
-		return 2;
+		ret = 2;
+		goto out_args;
 	}
 	struct stat mst;
 	if (stat(m->opt.mountpoint, &mst) < 0 || !S_ISDIR(mst.st_mode)) {
 		fs_log("mountpoint %s: %s", m->opt.mountpoint,
 		       errno ? strerror(errno) : "not a directory");
-		return 1;
+		goto out_args;
 	}
 
 	if (!m->opt.no_auto_unmount)
@@ -280,25 +283,30 @@ int main(int argc, char *argv[])
 	journal_options_defaults(&jo);
 	jo.dir = m->state_dir;
 	jo.max_runs = (size_t)m->opt.max_runs;
+	jo.repair = m->opt.repair_journal != 0;
 	int rc = journal_open(&jo, &m->journal, &m->jreport);
 	if (rc < 0) {
-		fs_log("journal: %s", m->jreport.message[0]
-					      ? m->jreport.message
-					      : strerror(-rc));
+		fs_log("journal: %s",
+		       m->jreport.message[0] ? m->jreport.message : strerror(-rc));
 		goto out_fuse;
 	}
+	if (m->jreport.unknown_marked)
+		fs_log("journal: %zu requests had no recorded outcome; marked "
+		       "unknown, never resent",
+		       m->jreport.unknown_marked);
+	if (m->jreport.repaired)
+		fs_log("journal: repaired: %s", m->jreport.message);
 	if (m->jreport.torn_tail)
 		fs_log("journal: a torn last record was cut at offset %llu "
 		       "(kept in %s)",
-		       (unsigned long long)m->jreport.torn_offset,
-		       m->jreport.torn_copy);
+		       (unsigned long long)m->jreport.torn_offset, m->jreport.torn_copy);
 
 	if (fs_setup_backend(m) < 0)
 		goto out_journal;
 	char msg[512];
 	if (m->opt.local) {
-		if (fs_local_start(&local, m->state_dir, m->opt.server,
-				   m->opt.foreground, msg, sizeof(msg)) < 0) {
+		if (fs_local_start(&local, m->state_dir, m->opt.server, m->opt.foreground,
+				   msg, sizeof(msg)) < 0) {
 			fs_log("%s", msg);
 			goto out_backend;
 		}
@@ -324,21 +332,20 @@ int main(int argc, char *argv[])
 	}
 	fs_model_load(m, &st);
 
-#ifdef SANDBOXFS_HAVE_WORKSPACE
 	char cache_dir[PATH_MAX];
 	snprintf(cache_dir, sizeof(cache_dir), "%s/cache", m->state_dir);
 	struct wscache_config wc = {
-		.backend = m->backend,
-		.journal = m->journal,
-		.cache_dir = cache_dir,
-		.max_bytes = m->opt.cache_max_bytes,
-		.listing_ttl_ms = m->opt.listing_ttl_ms,
-		.show_machinery = m->opt.show_machinery != 0,
-		.uid = m->uid,
-		.gid = m->gid,
-		.exec = fs_command_exec_cb,
-		.exec_ctx = m,
-		.fuse = m->fuse,
+	    .backend = m->backend,
+	    .journal = m->journal,
+	    .cache_dir = cache_dir,
+	    .max_bytes = m->opt.cache_max_bytes,
+	    .listing_ttl_ms = m->opt.listing_ttl_ms,
+	    .show_machinery = m->opt.show_machinery != 0,
+	    .uid = m->uid,
+	    .gid = m->gid,
+	    .exec = fs_command_exec_cb,
+	    .exec_ctx = m,
+	    .fuse = m->fuse,
 	};
 	m->wscache = wscache_new(&wc);
 	if (!m->wscache) {
@@ -348,9 +355,7 @@ int main(int argc, char *argv[])
 	}
 	rc = wscache_restore(m->wscache, &st);
 	if (rc < 0)
-		fs_log("workspace cache: restoring pending uploads: %s",
-		       strerror(-rc));
-#endif
+		fs_log("workspace cache: restoring pending uploads: %s", strerror(-rc));
 	journal_state_clear(&st);
 
 	if (m->opt.sandboxes &&
@@ -389,10 +394,8 @@ out_unmount:
 	fuse_unmount(m->fuse);
 out_ws:
 	fs_command_drain(m, 10);
-#ifdef SANDBOXFS_HAVE_WORKSPACE
 	if (m->wscache)
 		wscache_free(m->wscache);
-#endif
 out_local:
 	if (local.pid > 0)
 		fs_local_stop(local.pid);

@@ -58,28 +58,28 @@ struct fs_run {
 	bool truncated;
 	struct journal_output out, err;
 	uint64_t started_ms, ended_ms;
-	char *error; /* why unknown / failed */
+	char *error;	  /* why unknown / failed */
 	int result_errno; /* what the ctl write returns (0: the byte count) */
 };
 
 struct fs_sandbox {
 	char *id;
-	bool present;  /* shown in the root */
-	bool owned;    /* disposed of by rmdir through the orchestrator */
-	bool attached; /* given by id and URL: rmdir only detaches */
-	bool journaled; /* the journal holds its URL (created/attached) */
+	bool present;	       /* shown in the root */
+	bool owned;	       /* disposed of by rmdir through the orchestrator */
+	bool attached;	       /* given by id and URL: rmdir only detaches */
+	bool journaled;	       /* the journal holds its URL (created/attached) */
 	bool in_journal_state; /* the journal knows it at all */
-	char *url;     /* a capability: never printed */
+	char *url;	       /* a capability: never printed */
 	char *pool, *image;
 	enum fs_sb_state state;
 	uint64_t created_ms;
 	uint64_t listed_ms; /* last orchestrator listing that showed it */
-	long timeout_s;     /* -1: no limit; 0: the mount default */
+	long timeout_s;	    /* -1: no limit; 0: the mount default */
 	uint64_t last_seq;
 	uint64_t commands_run;
 	struct fs_run *runs; /* oldest first, at most opt.max_runs */
 	size_t nruns;
-	bool busy;          /* a command of this mount holds the seat */
+	bool busy; /* a command of this mount holds the seat */
 	uint64_t busy_seq;
 	bool lifecycle_busy; /* a create/delete is in flight */
 	char *last_error;
@@ -87,10 +87,10 @@ struct fs_sandbox {
 };
 
 struct fs_counters {
-	atomic_uint_fast64_t commands, commands_exited, commands_unknown,
-		commands_failed, busy_refused, efbig_refused, interrupted_writes,
-		waits, creates, create_failures, deletes, delete_failures,
-		attaches, detaches, list_refreshes, list_errors, ctl_writes;
+	atomic_uint_fast64_t commands, commands_exited, commands_unknown, commands_failed,
+	    busy_refused, efbig_refused, interrupted_writes, waits, creates,
+	    create_failures, deletes, delete_failures, attaches, detaches, list_refreshes,
+	    list_errors, ctl_writes;
 };
 
 struct fs_mount {
@@ -114,9 +114,9 @@ struct fs_mount {
 	size_t nsbs, cap;
 
 	pthread_mutex_t list_lock; /* one orchestrator listing at a time */
-	uint64_t list_ms;          /* when the last listing succeeded */
-	uint64_t list_try_ms;      /* when the last listing was tried */
-	int list_errno;            /* its result */
+	uint64_t list_ms;	   /* when the last listing succeeded */
+	uint64_t list_try_ms;	   /* when the last listing was tried */
+	int list_errno;		   /* its result */
 	char list_error[384];
 
 	atomic_int workers; /* detached command threads still running */
@@ -175,20 +175,19 @@ int fs_sandbox_set_timeout(struct fs_mount *m, struct fs_sandbox *sb, long t);
  * end; with interruptible, returns -EINTR when the FUSE request is
  * interrupted (the command keeps running). On success *seq_out is its
  * sequence number. Returns 0 or -errno per DESIGN.md §2. */
-int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb,
-		   const char *command, size_t len, bool interruptible,
-		   bool internal, uint64_t *seq_out);
+int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *command,
+		   size_t len, bool interruptible, bool internal, uint64_t *seq_out);
 /* Waits until sb has no running command of this mount. Returns 0,
  * -EAGAIN (nonblock and running), -EINTR (interrupted or unmounting). */
-int fs_command_wait_idle(struct fs_mount *m, struct fs_sandbox *sb,
-			 uint64_t seq, bool nonblock);
+int fs_command_wait_idle(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq,
+			 bool nonblock);
 /* The wscache exec callback. */
 int fs_command_exec_cb(void *ctx, const char *sandbox_id, const char *command,
 		       int *exit_code);
 /* Reads an output stream of a run into a malloc'ed buffer (lock NOT
  * held; out is a copy). */
-int fs_output_load(struct fs_mount *m, const struct journal_output *o,
-		   char **buf, size_t *len);
+int fs_output_load(struct fs_mount *m, const struct journal_output *o, char **buf,
+		   size_t *len);
 /* Waits (bounded) for the detached command threads at unmount. */
 void fs_command_drain(struct fs_mount *m, int seconds);
 

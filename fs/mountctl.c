@@ -70,8 +70,7 @@ int fs_mount_ctl(struct fs_mount *m, const char *cmd, size_t len)
 				(!image && port) || port > 65535))
 			rc = -EINVAL;
 		if (rc == 0)
-			rc = fs_sandbox_create(m, argv[1], pool, image, (int)port,
-					       idle);
+			rc = fs_sandbox_create(m, argv[1], pool, image, (int)port, idle);
 	}
 	free(line);
 	return rc;

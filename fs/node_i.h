@@ -41,7 +41,7 @@ struct fs_loc {
 	enum fs_node node;
 	enum fs_file file;
 	struct fs_sandbox *sb;
-	uint64_t seq;    /* FS_N_RUN, FS_N_RUNFILE */
+	uint64_t seq;	 /* FS_N_RUN, FS_N_RUNFILE */
 	const char *rel; /* FS_N_WS: "" or a relative path (points into path) */
 };
 
@@ -54,6 +54,7 @@ struct fs_ctl_handle {
 	char *buf;
 	size_t len;
 	int flags;
+	bool refused; /* ctl: a piece of an over-long command was refused */
 };
 
 /* Resolves path; 0 or -ENOENT. */
@@ -62,8 +63,10 @@ int fs_resolve(struct fs_mount *m, const char *path, struct fs_loc *loc);
 const char *fs_file_name(enum fs_file f);
 /* Renders the contents of a small file into a malloc'ed buffer. Never
  * waits. Returns 0 or -errno. */
-int fs_render(struct fs_mount *m, const struct fs_loc *loc, char **buf,
-	      size_t *len);
+int fs_render(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *len);
+/* The size a read of the file would return now, without reading output
+ * files and without waiting. */
+off_t fs_render_size(struct fs_mount *m, const struct fs_loc *loc);
 /* Modification time of a node, ms since the epoch. */
 uint64_t fs_node_mtime(struct fs_mount *m, const struct fs_loc *loc);
 /* True when reading the file waits for a running command. */
@@ -72,7 +75,6 @@ bool fs_file_waits(const struct fs_loc *loc);
 int fs_mount_ctl(struct fs_mount *m, const char *cmd, size_t len);
 /* Extended attributes of ID/ and ID/runs/SEQ/: "name\0value\0..." pairs
  * in a malloc'ed buffer. */
-int fs_xattrs(struct fs_mount *m, const struct fs_loc *loc, char **buf,
-	      size_t *len);
+int fs_xattrs(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *len);
 
 #endif

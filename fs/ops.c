@@ -12,12 +12,6 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#ifdef SANDBOXFS_HAVE_WORKSPACE
-#define FS_WS 1
-#else
-#define FS_WS 0
-#endif
-
 /* One FUSE write at most (DESIGN.md §2). */
 #define FS_MAX_WRITE (1024 * 1024)
 
@@ -29,7 +23,7 @@ static struct fs_mount *fs_m(void)
 /* The workspace of a WS location, or NULL. */
 static struct workspace *fs_ws(struct fs_mount *m, const struct fs_loc *loc)
 {
-	if (!FS_WS || loc->node != FS_N_WS)
+	if (loc->node != FS_N_WS)
 		return NULL;
 	return fs_sandbox_workspace(m, loc->sb);
 }
@@ -71,15 +65,12 @@ static mode_t fs_file_mode(const struct fs_loc *loc)
 	}
 }
 
-static int fs_getattr(const char *path, struct stat *st,
-		      struct fuse_file_info *fi)
+static int fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 {
 	struct fs_mount *m = fs_m();
 	if (!path && fi) {
-#if FS_WS
 		if (fs_handle_of(fi->fh)->kind == FS_HANDLE_WORKSPACE)
 			return workspace_getattr(NULL, NULL, st, fi);
-#endif
 		return -ESTALE;
 	}
 	struct fs_loc loc;
@@ -117,23 +108,16 @@ static int fs_getattr(const char *path, struct stat *st,
 	st->st_mtim.tv_nsec = (long)(ms % 1000) * 1000000;
 	st->st_atim = st->st_ctim = st->st_mtim;
 	/* the size of what a read would return now (0 while running) */
-	if (loc.file != FS_F_CTL && loc.file != FS_F_MCTL &&
-	    loc.file != FS_F_HEALTH && loc.file != FS_F_STATS) {
-		char *buf;
-		size_t len;
-		if (fs_render(m, &loc, &buf, &len) == 0) {
-			st->st_size = (off_t)len;
-			free(buf);
-		}
-	}
+	if (loc.file != FS_F_CTL && loc.file != FS_F_MCTL && loc.file != FS_F_HEALTH &&
+	    loc.file != FS_F_STATS)
+		st->st_size = fs_render_size(m, &loc);
 	st->st_blksize = 4096;
 	st->st_blocks = (st->st_size + 511) / 512;
 	return 0;
 }
 
-static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
-		      off_t off, struct fuse_file_info *fi,
-		      enum fuse_readdir_flags flags)
+static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t off,
+		      struct fuse_file_info *fi, enum fuse_readdir_flags flags)
 {
 	struct fs_mount *m = fs_m();
 	struct fs_loc loc;
@@ -194,8 +178,7 @@ static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 			return -ENOMEM;
 		for (size_t i = 0; i < n; i++) {
 			char name[24];
-			snprintf(name, sizeof(name), "%llu",
-				 (unsigned long long)seqs[i]);
+			snprintf(name, sizeof(name), "%llu", (unsigned long long)seqs[i]);
 			filler(buf, name, NULL, 0, 0);
 		}
 		free(seqs);
@@ -232,8 +215,7 @@ static int fs_open(const char *path, struct fuse_file_info *fi)
 		struct workspace *ws = fs_ws(m, &loc);
 		return ws ? workspace_open(ws, loc.rel, fi) : -ENOENT;
 	}
-	if (loc.node != FS_N_SBFILE && loc.node != FS_N_RUNFILE &&
-	    loc.node != FS_N_MFILE)
+	if (loc.node != FS_N_SBFILE && loc.node != FS_N_RUNFILE && loc.node != FS_N_MFILE)
 		return -EISDIR;
 	if ((fi->flags & O_ACCMODE) != O_RDONLY && !fs_file_writable(&loc))
 		return -EACCES;
@@ -285,10 +267,8 @@ static int fs_read(const char *path, char *buf, size_t size, off_t off,
 		   struct fuse_file_info *fi)
 {
 	struct fs_handle *hh = fs_handle_of(fi->fh);
-#if FS_WS
 	if (hh->kind == FS_HANDLE_WORKSPACE)
 		return workspace_read(fi, buf, size, off);
-#endif
 	if (hh->kind != FS_HANDLE_CONTROL)
 		return -EBADF;
 	struct fs_mount *m = fs_m();
@@ -300,9 +280,8 @@ static int fs_read(const char *path, char *buf, size_t size, off_t off,
 			 * lock; a signal interrupts the wait */
 			pthread_mutex_unlock(&h->lock);
 			int w = fs_command_wait_idle(
-				m, h->loc.sb,
-				h->loc.node == FS_N_RUNFILE ? h->loc.seq : 0,
-				(fi->flags & O_NONBLOCK) != 0);
+			    m, h->loc.sb, h->loc.node == FS_N_RUNFILE ? h->loc.seq : 0,
+			    (fi->flags & O_NONBLOCK) != 0);
 			if (w < 0)
 				return w;
 			pthread_mutex_lock(&h->lock);
@@ -351,10 +330,8 @@ static int fs_write(const char *path, const char *buf, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct fs_handle *hh = fs_handle_of(fi->fh);
-#if FS_WS
 	if (hh->kind == FS_HANDLE_WORKSPACE)
 		return workspace_write(fi, buf, size, off);
-#endif
 	if (hh->kind != FS_HANDLE_CONTROL)
 		return -EBADF;
 	struct fs_mount *m = fs_m();
@@ -364,8 +341,13 @@ static int fs_write(const char *path, const char *buf, size_t size, off_t off,
 	switch (h->loc.file) {
 	case FS_F_CTL:
 		atomic_fetch_add(&m->n.ctl_writes, 1);
-		if (size > fs_max_command()) {
-			/* possibly a piece of a longer write: run nothing */
+		/* A piece of a longer write(2), or of a stdio stream that a
+		 * shell's echo flushes in 4 KiB multiples, is never run: the
+		 * rest of the command would run as another one. Once a
+		 * piece was refused, so is the rest of this descriptor. */
+		if (h->refused || size > fs_max_command() ||
+		    (size >= 4096 && size % 4096 == 0 && buf[size - 1] != '\n')) {
+			h->refused = true;
 			atomic_fetch_add(&m->n.efbig_refused, 1);
 			return -EFBIG;
 		}
@@ -397,29 +379,23 @@ static int fs_write(const char *path, const char *buf, size_t size, off_t off,
 
 static int fs_flush(const char *path, struct fuse_file_info *fi)
 {
-#if FS_WS
 	if (fs_handle_of(fi->fh)->kind == FS_HANDLE_WORKSPACE)
 		return workspace_flush(fi);
-#endif
 	return 0;
 }
 
 static int fs_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 {
-#if FS_WS
 	if (fs_handle_of(fi->fh)->kind == FS_HANDLE_WORKSPACE)
 		return workspace_fsync(fi, datasync);
-#endif
 	return 0;
 }
 
 static int fs_release(const char *path, struct fuse_file_info *fi)
 {
 	struct fs_handle *hh = fs_handle_of(fi->fh);
-#if FS_WS
 	if (hh->kind == FS_HANDLE_WORKSPACE)
 		return workspace_release(fi);
-#endif
 	if (hh->kind == FS_HANDLE_CONTROL) {
 		struct fs_ctl_handle *h = (struct fs_ctl_handle *)hh;
 		pthread_mutex_destroy(&h->lock);
@@ -452,9 +428,9 @@ static int fs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 	if (fs_file_writable(&loc) && size == 0)
 		return 0;
 	return loc.node == FS_N_SBFILE || loc.node == FS_N_RUNFILE ||
-			       loc.node == FS_N_MFILE
-		       ? -EACCES
-		       : -EISDIR;
+		       loc.node == FS_N_MFILE
+		   ? -EACCES
+		   : -EISDIR;
 }
 
 static int fs_mkdir(const char *path, mode_t mode)
@@ -549,8 +525,7 @@ static int fs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 	return -EPERM;
 }
 
-static int fs_chown(const char *path, uid_t uid, gid_t gid,
-		    struct fuse_file_info *fi)
+static int fs_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi)
 {
 	struct fs_mount *m = fs_m();
 	struct fs_loc loc;
@@ -627,20 +602,16 @@ static int fs_statfs(const char *path, struct statvfs *st)
 	return 0;
 }
 
-static off_t fs_lseek(const char *path, off_t off, int whence,
-		      struct fuse_file_info *fi)
+static off_t fs_lseek(const char *path, off_t off, int whence, struct fuse_file_info *fi)
 {
-#if FS_WS
 	if (fs_handle_of(fi->fh)->kind == FS_HANDLE_WORKSPACE)
 		return workspace_lseek(fi, off, whence);
-#endif
 	if (whence == SEEK_SET)
 		return off;
 	return -EINVAL;
 }
 
-static int fs_getxattr(const char *path, const char *name, char *value,
-		       size_t size)
+static int fs_getxattr(const char *path, const char *name, char *value, size_t size)
 {
 	struct fs_mount *m = fs_m();
 	struct fs_loc loc;
@@ -702,8 +673,8 @@ static int fs_listxattr(const char *path, char *list, size_t size)
 	return (int)need;
 }
 
-static int fs_setxattr(const char *path, const char *name, const char *value,
-		       size_t size, int flags)
+static int fs_setxattr(const char *path, const char *name, const char *value, size_t size,
+		       int flags)
 {
 	return -ENOTSUP;
 }
@@ -726,42 +697,40 @@ static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->kernel_cache = 0;
 	conn->max_write = FS_MAX_WRITE;
 	m->fuse = fuse_get_context()->fuse;
-#if FS_WS
 	if (m->wscache) {
 		int rc = wscache_start(m->wscache);
 		if (rc < 0)
 			fs_log("workspace cache: cannot start its thread: %s",
 			       strerror(-rc));
 	}
-#endif
 	return m;
 }
 
 const struct fuse_operations fs_ops = {
-	.init = fs_init,
-	.getattr = fs_getattr,
-	.readdir = fs_readdir,
-	.open = fs_open,
-	.create = fs_create,
-	.read = fs_read,
-	.write = fs_write,
-	.flush = fs_flush,
-	.fsync = fs_fsync,
-	.release = fs_release,
-	.truncate = fs_truncate,
-	.mkdir = fs_mkdir,
-	.rmdir = fs_rmdir,
-	.unlink = fs_unlink,
-	.rename = fs_rename,
-	.chmod = fs_chmod,
-	.chown = fs_chown,
-	.utimens = fs_utimens,
-	.symlink = fs_symlink,
-	.link = fs_link,
-	.statfs = fs_statfs,
-	.lseek = fs_lseek,
-	.getxattr = fs_getxattr,
-	.listxattr = fs_listxattr,
-	.setxattr = fs_setxattr,
-	.removexattr = fs_removexattr,
+    .init = fs_init,
+    .getattr = fs_getattr,
+    .readdir = fs_readdir,
+    .open = fs_open,
+    .create = fs_create,
+    .read = fs_read,
+    .write = fs_write,
+    .flush = fs_flush,
+    .fsync = fs_fsync,
+    .release = fs_release,
+    .truncate = fs_truncate,
+    .mkdir = fs_mkdir,
+    .rmdir = fs_rmdir,
+    .unlink = fs_unlink,
+    .rename = fs_rename,
+    .chmod = fs_chmod,
+    .chown = fs_chown,
+    .utimens = fs_utimens,
+    .symlink = fs_symlink,
+    .link = fs_link,
+    .statfs = fs_statfs,
+    .lseek = fs_lseek,
+    .getxattr = fs_getxattr,
+    .listxattr = fs_listxattr,
+    .setxattr = fs_setxattr,
+    .removexattr = fs_removexattr,
 };

@@ -43,13 +43,20 @@ void fs_log(const char *fmt, ...)
 const char *fs_sb_state_name(enum fs_sb_state s)
 {
 	switch (s) {
-	case FS_SB_CREATING: return "creating";
-	case FS_SB_READY: return "ready";
-	case FS_SB_FAILED: return "failed";
-	case FS_SB_DELETING: return "deleting";
-	case FS_SB_GONE: return "gone";
-	case FS_SB_UNREACHABLE: return "unreachable";
-	case FS_SB_UNKNOWN: return "unknown";
+	case FS_SB_CREATING:
+		return "creating";
+	case FS_SB_READY:
+		return "ready";
+	case FS_SB_FAILED:
+		return "failed";
+	case FS_SB_DELETING:
+		return "deleting";
+	case FS_SB_GONE:
+		return "gone";
+	case FS_SB_UNREACHABLE:
+		return "unreachable";
+	case FS_SB_UNKNOWN:
+		return "unknown";
 	}
 	return "unknown";
 }
@@ -57,11 +64,16 @@ const char *fs_sb_state_name(enum fs_sb_state s)
 const char *fs_run_status_name(enum fs_run_status s)
 {
 	switch (s) {
-	case FS_RUN_RUNNING: return "running";
-	case FS_RUN_EXITED: return "exited";
-	case FS_RUN_TIMEOUT: return "timeout";
-	case FS_RUN_UNKNOWN: return "unknown";
-	case FS_RUN_FAILED: return "failed";
+	case FS_RUN_RUNNING:
+		return "running";
+	case FS_RUN_EXITED:
+		return "exited";
+	case FS_RUN_TIMEOUT:
+		return "timeout";
+	case FS_RUN_UNKNOWN:
+		return "unknown";
+	case FS_RUN_FAILED:
+		return "failed";
 	}
 	return "unknown";
 }
@@ -171,8 +183,7 @@ long fs_sandbox_timeout(struct fs_mount *m, const struct fs_sandbox *sb)
 	return m->opt.timeout;
 }
 
-static void fs_output_copy(struct journal_output *dst,
-			   const struct journal_output *src)
+static void fs_output_copy(struct journal_output *dst, const struct journal_output *src)
 {
 	memset(dst, 0, sizeof(*dst));
 	dst->len = src->len;
@@ -191,8 +202,7 @@ static void fs_output_copy(struct journal_output *dst,
 bool fs_run_is_timeout(int exit_code, long timeout_s, long duration_ms);
 bool fs_run_is_timeout(int exit_code, long timeout_s, long duration_ms)
 {
-	return exit_code == 124 && timeout_s > 0 &&
-	       duration_ms + 500 >= timeout_s * 1000;
+	return exit_code == 124 && timeout_s > 0 && duration_ms + 500 >= timeout_s * 1000;
 }
 
 static void fs_run_from_journal(struct fs_run *r, const struct journal_run *j)
@@ -210,10 +220,9 @@ static void fs_run_from_journal(struct fs_run *r, const struct journal_run *j)
 	fs_output_copy(&r->err, &j->err);
 	switch (j->status) {
 	case JOURNAL_RUN_DONE:
-		r->status = fs_run_is_timeout(j->exit_code, r->timeout_s,
-					      j->duration_ms)
-				    ? FS_RUN_TIMEOUT
-				    : FS_RUN_EXITED;
+		r->status = fs_run_is_timeout(j->exit_code, r->timeout_s, j->duration_ms)
+				? FS_RUN_TIMEOUT
+				: FS_RUN_EXITED;
 		break;
 	case JOURNAL_RUN_NOT_RUN:
 		r->status = FS_RUN_FAILED;
@@ -295,7 +304,7 @@ int fs_sandbox_adopt(struct fs_mount *m, struct fs_sandbox *sb)
 		return 0;
 	/* A sandbox known only from the orchestrator's listing: the journal
 	 * holds its id and URL before the URL is first used (DESIGN.md §5). */
-	struct journal_record r = { .kind = JOURNAL_CREATE_RECONCILED };
+	struct journal_record r = {.kind = JOURNAL_CREATE_RECONCILED};
 	r.sandbox = sb->id;
 	r.url = url;
 	int rc = journal_append(m->journal, &r, true);
@@ -323,9 +332,7 @@ struct workspace *fs_sandbox_workspace(struct fs_mount *m, struct fs_sandbox *sb
 	char *url = fs_strdup0(sb->url);
 	pthread_mutex_unlock(&m->lock);
 	/* workspace_get returns the same object for the same id */
-#ifdef SANDBOXFS_HAVE_WORKSPACE
 	ws = url ? workspace_get(m->wscache, sb->id, url) : NULL;
-#endif
 	free(url);
 	pthread_mutex_lock(&m->lock);
 	if (ws)

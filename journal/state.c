@@ -249,6 +249,12 @@ static void apply_exec(struct journal_state *st, struct journal_sandbox *sb,
 		set_str(&sb->last_error, r->error);
 	if (!run)
 		return;
+	/* A later outcome replaces an earlier one whole. */
+	output_free(&run->out);
+	output_free(&run->err);
+	run->exit_code = 0;
+	run->duration_ms = 0;
+	run->truncated = false;
 	run->ended_ms = r->time_ms;
 	set_str(&run->error, r->error);
 	switch (r->kind) {

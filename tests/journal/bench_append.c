@@ -34,7 +34,8 @@ static void run(const char *base, const char *name, bool sync, int n, size_t out
 	memset(out, 'o', out_bytes);
 	double t0 = now_s();
 	for (int i = 0; i < n; i++) {
-		struct journal_record r = {.sandbox = (char *)"bench-sandbox", .seq = (uint64_t)i + 1};
+		struct journal_record r = {.sandbox = (char *)"bench-sandbox",
+					   .seq = (uint64_t)i + 1};
 		if (out_bytes) {
 			r.kind = JOURNAL_EXEC_RESULT;
 			r.out.data = out;
@@ -42,7 +43,8 @@ static void run(const char *base, const char *name, bool sync, int n, size_t out
 			r.duration_ms = 12;
 		} else {
 			r.kind = JOURNAL_EXEC_INTENT;
-			r.command = (char *)"make -j4 test && ./run-integration --verbose";
+			r.command =
+			    (char *)"make -j4 test && ./run-integration --verbose";
 			r.timeout_s = 60;
 		}
 		if (journal_append(j, &r, true)) {
@@ -51,8 +53,9 @@ static void run(const char *base, const char *name, bool sync, int n, size_t out
 		}
 	}
 	double dt = now_s() - t0;
-	printf("%-28s sync=%-3s %7d records in %6.3f s: %9.0f records/s, %6.1f MB/s\n", name,
-	       sync ? "on" : "off", n, dt, n / dt, (double)journal_size(j) / dt / 1e6);
+	printf("%-28s sync=%-3s %7d records in %6.3f s: %9.0f records/s, %6.1f MB/s\n",
+	       name, sync ? "on" : "off", n, dt, n / dt,
+	       (double)journal_size(j) / dt / 1e6);
 	journal_close(j);
 	free(out);
 }

@@ -53,7 +53,8 @@ static void test_round_trip_every_kind(void)
 
 		/* Every prefix is torn, never corrupt, never OK. */
 		for (size_t n = 0; n < len; n++) {
-			enum journal_decode_result res = journal_decode(buf, n, &d, &used);
+			enum journal_decode_result res =
+			    journal_decode(buf, n, &d, &used);
 			if (res != JOURNAL_DECODE_SHORT)
 				fprintf(stderr, "kind %d prefix %zu: %d\n", k, n, res);
 			CHECK(res == JOURNAL_DECODE_SHORT);
@@ -62,7 +63,8 @@ static void test_round_trip_every_kind(void)
 		for (size_t i = 0; i < len; i++) {
 			for (int bit = 0; bit < 8; bit++) {
 				buf[i] ^= (uint8_t)(1u << bit);
-				enum journal_decode_result res = journal_decode(buf, len, &d, &used);
+				enum journal_decode_result res =
+				    journal_decode(buf, len, &d, &used);
 				CHECK(res != JOURNAL_DECODE_OK);
 				if (res == JOURNAL_DECODE_OK)
 					journal_record_clear(&d);
@@ -123,28 +125,31 @@ static void test_bad_frames(void)
 
 	CHECK_EQ_INT(journal_decode((const uint8_t *)"XXXX", 4, &d, &used),
 		     JOURNAL_DECODE_CORRUPT);
-	CHECK_EQ_INT(journal_decode((const uint8_t *)"SF", 2, &d, &used), JOURNAL_DECODE_SHORT);
-	CHECK_EQ_INT(journal_decode((const uint8_t *)"", 0, &d, &used), JOURNAL_DECODE_SHORT);
+	CHECK_EQ_INT(journal_decode((const uint8_t *)"SF", 2, &d, &used),
+		     JOURNAL_DECODE_SHORT);
+	CHECK_EQ_INT(journal_decode((const uint8_t *)"", 0, &d, &used),
+		     JOURNAL_DECODE_SHORT);
 
 	/* Payloads with good checksums but bad content. */
 	static const uint8_t no_kind[] = {2, 8, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
 	static const uint8_t bad_int[] = {1, 4, 0, 0, 0, 1, 0, 0, 0};
 	static const uint8_t bad_kind[] = {1, 8, 0, 0, 0, 99, 0, 0, 0, 0, 0, 0, 0};
-	static const uint8_t nul_str[] = {1, 8, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0,
-					  3, 3, 0, 0, 0, 'a', 0, 'b'};
-	static const uint8_t past_end[] = {1, 8, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0,
-					   3, 9, 0, 0, 0, 'a'};
-	static const uint8_t short_field[] = {1, 8, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3, 0};
-	static const uint8_t bad_bool[] = {1, 8, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0,
+	static const uint8_t nul_str[] = {1, 8, 0, 0, 0, 2, 0, 0,   0, 0,  0,
+					  0, 0, 3, 3, 0, 0, 0, 'a', 0, 'b'};
+	static const uint8_t past_end[] = {1, 8, 0, 0, 0, 2, 0, 0, 0,  0,
+					   0, 0, 0, 3, 9, 0, 0, 0, 'a'};
+	static const uint8_t short_field[] = {1, 8, 0, 0, 0, 2, 0, 0,
+					      0, 0, 0, 0, 0, 3, 0};
+	static const uint8_t bad_bool[] = {1,  8, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0,
 					   14, 8, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0};
 	const struct {
 		const uint8_t *p;
 		size_t n;
 	} bad[] = {
-		{no_kind, sizeof(no_kind)},   {bad_int, sizeof(bad_int)},
-		{bad_kind, sizeof(bad_kind)}, {nul_str, sizeof(nul_str)},
-		{past_end, sizeof(past_end)}, {short_field, sizeof(short_field)},
-		{bad_bool, sizeof(bad_bool)},
+	    {no_kind, sizeof(no_kind)},	  {bad_int, sizeof(bad_int)},
+	    {bad_kind, sizeof(bad_kind)}, {nul_str, sizeof(nul_str)},
+	    {past_end, sizeof(past_end)}, {short_field, sizeof(short_field)},
+	    {bad_bool, sizeof(bad_bool)},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		buf = frame(bad[i].p, (uint32_t)bad[i].n, &len);
@@ -153,7 +158,7 @@ static void test_bad_frames(void)
 	}
 
 	/* Unknown fields (from a later writer) are skipped. */
-	static const uint8_t extra[] = {1,   8, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0,
+	static const uint8_t extra[] = {1,   8, 0, 0, 0, 2,   0,   0, 0, 0, 0, 0, 0,
 					200, 2, 0, 0, 0, 'x', 'y', 3, 1, 0, 0, 0, 'z'};
 	buf = frame(extra, sizeof(extra), &len);
 	CHECK_EQ_INT(journal_decode(buf, len, &d, &used), JOURNAL_DECODE_OK);

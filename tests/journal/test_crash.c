@@ -96,8 +96,9 @@ static void build_sample(void)
 	size_t off = 0, used;
 	while (off < orig_len && nrecs < 64) {
 		bounds[nrecs] = off;
-		CHECK_EQ_INT(journal_decode(orig + off, orig_len - off, &recs[nrecs], &used),
-			     JOURNAL_DECODE_OK);
+		CHECK_EQ_INT(
+		    journal_decode(orig + off, orig_len - off, &recs[nrecs], &used),
+		    JOURNAL_DECODE_OK);
 		off += used;
 		nrecs++;
 	}
@@ -198,7 +199,8 @@ static void test_cut_everywhere(void)
 		journal_close(j);
 	}
 	CHECK_EQ_INT(opened, orig_len + 1);
-	printf("cut at every offset: %d opens, %d torn tails reported and cut\n", opened, torn);
+	printf("cut at every offset: %d opens, %d torn tails reported and cut\n", opened,
+	       torn);
 }
 
 static void test_flip_every_byte(void)
@@ -260,7 +262,8 @@ static void test_flip_every_byte(void)
 	close(fd);
 	free(b);
 	CHECK_EQ_INT(damaged + torn, orig_len);
-	printf("flip every byte: %d refused as damaged, %d cut as torn; %d bit flips all caught\n",
+	printf("flip every byte: %d refused as damaged, %d cut as torn; %d bit flips all "
+	       "caught\n",
 	       damaged, torn, scans);
 }
 
@@ -292,7 +295,7 @@ static void test_compaction_crash(void)
 			uint8_t *buf;
 			size_t len;
 			journal_encode(&v[i], &buf, &len);
-			want_new = realloc(want_new, new_len + len);
+			want_new = jt_realloc(want_new, new_len + len);
 			memcpy(want_new + new_len, buf, len);
 			new_len += len;
 			free(buf);
@@ -333,8 +336,8 @@ static void test_compaction_crash(void)
 		CHECK_EQ_INT(journal_snapshot(j, &after), 0);
 		CHECK(journal_state_equal(&before, &after));
 		journal_close(j);
-		printf("compaction crash after step %d: %s journal whole, same state\n", step,
-		       is_new ? "new" : "old");
+		printf("compaction crash after step %d: %s journal whole, same state\n",
+		       step, is_new ? "new" : "old");
 		journal_state_clear(&before);
 		journal_state_clear(&after);
 		free(old);

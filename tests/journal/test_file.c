@@ -172,7 +172,7 @@ static void test_unknown_marking(void)
 	rec(j, JOURNAL_ATTACH, "att", 0);
 	rec(j, JOURNAL_EXEC_INTENT, "att", 1);
 	rec(j, JOURNAL_EXEC_RESULT, "att", 1);
-	rec(j, JOURNAL_EXEC_INTENT, "att", 2); /* no outcome */
+	rec(j, JOURNAL_EXEC_INTENT, "att", 2);	 /* no outcome */
 	rec(j, JOURNAL_CREATE_INTENT, "new", 0); /* no outcome */
 	rec(j, JOURNAL_CREATE_INTENT, "old", 0);
 	rec(j, JOURNAL_CREATED, "old", 0);
@@ -344,10 +344,12 @@ static void test_dump(void)
 	for (int k = 1; k < JOURNAL_KIND_MAX; k++)
 		CHECK(strstr(out, journal_kind_name((enum journal_kind)k)) != NULL);
 	CHECK(strstr(out, "secret") == NULL && strstr(out, "127.0.0.1") == NULL);
-	CHECK(strstr(out, "url=http://…") != NULL && strstr(out, "url=https://…") != NULL);
+	CHECK(strstr(out, "url=http://…") != NULL &&
+	      strstr(out, "url=https://…") != NULL);
 	CHECK(strstr(out, "…(500 bytes)") == NULL && strstr(out, "…(499 bytes)") != NULL);
 	CHECK(strstr(out, "2025-11-24T") != NULL);
-	CHECK(strstr(out, "error=\"HTTP 500: \\xe2\\x80\\x9coops\\xe2\\x80\\x9d\"") != NULL);
+	CHECK(strstr(out, "error=\"HTTP 500: \\xe2\\x80\\x9coops\\xe2\\x80\\x9d\"") !=
+	      NULL);
 	CHECK(strstr(out, "torn last record at byte") != NULL);
 	free(out);
 
@@ -378,7 +380,7 @@ static void test_registry(void)
 	CHECK_EQ_INT(mode_of(reg), 0600);
 	size_t len;
 	char *all = (char *)jt_read_file(reg, &len);
-	all = realloc(all, len + 1);
+	all = jt_realloc(all, len + 1);
 	all[len] = '\0';
 	for (int i = 0; i < 3; i++) {
 		char *first = strstr(all, dirs[i]);
@@ -392,19 +394,32 @@ static void test_registry(void)
 	free(bytes);
 	jt_rm_rf(c);
 
+	/* A journal damaged before this mount ever opened it is listed too. */
+	char *d = strdup(path_in(root, "reg-d"));
+	mkdir(d, 0700);
+	jt_write_file(path_in(d, "journal"), "not a journal", 13);
+	struct journal *jd = open_dir(d, &rep, &rc, 0, 0);
+	CHECK_EQ_INT(rc, -EBADMSG);
+	CHECK(jd == NULL && strstr(rep.message, "at byte 0 (bad magic)"));
+
 	char *out = NULL;
 	size_t outlen = 0;
 	FILE *m = open_memstream(&out, &outlen);
-	CHECK_EQ_INT(journal_registry_check(m), 2);
+	CHECK_EQ_INT(journal_registry_check(m), 3);
 	fclose(m);
 	fputs(out, stdout);
 	char want[8192];
 	snprintf(want, sizeof(want), "ok %s\n", a);
 	CHECK(strstr(out, want) != NULL);
-	snprintf(want, sizeof(want), "damaged %s: %s/journal: damaged record at byte", b, b);
+	snprintf(want, sizeof(want), "damaged %s: %s/journal: damaged record at byte", b,
+		 b);
 	CHECK(strstr(out, want) != NULL);
 	snprintf(want, sizeof(want), "missing %s\n", c);
 	CHECK(strstr(out, want) != NULL);
+	snprintf(want, sizeof(want),
+		 "damaged %s: %s/journal: damaged record at byte 0 (bad magic)\n", d, d);
+	CHECK(strstr(out, want) != NULL);
+	free(d);
 	free(out);
 	free(a);
 	free(b);
@@ -422,7 +437,8 @@ static void *appender(void *arg)
 	char sb[16];
 	snprintf(sb, sizeof(sb), "t%d", w->id);
 	for (uint64_t q = 1; q <= 200; q++) {
-		struct journal_record r = {.kind = JOURNAL_EXEC_INTENT, .sandbox = sb, .seq = q};
+		struct journal_record r = {
+		    .kind = JOURNAL_EXEC_INTENT, .sandbox = sb, .seq = q};
 		r.command = (char *)"echo hi";
 		if (journal_append(w->j, &r, q % 50 == 0))
 			return (void *)1;

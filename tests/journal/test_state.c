@@ -55,7 +55,8 @@ static void test_create_delete(void)
 	apply(JOURNAL_DELETE_INTENT, "a", 0, NULL);
 	CHECK(sb->state == JOURNAL_SB_DELETING);
 	apply(JOURNAL_DELETE_UNCONFIRMED, "a", 0, "timeout");
-	CHECK(sb->state == JOURNAL_SB_DELETE_UNCONFIRMED && strcmp(sb->last_error, "timeout") == 0);
+	CHECK(sb->state == JOURNAL_SB_DELETE_UNCONFIRMED &&
+	      strcmp(sb->last_error, "timeout") == 0);
 	apply(JOURNAL_DELETED, "a", 0, NULL);
 	CHECK(sb->state == JOURNAL_SB_GONE && !sb->url);
 
@@ -74,15 +75,17 @@ static void test_create_delete(void)
 
 	apply(JOURNAL_ATTACH, "d", 0, "http://d/");
 	sb = journal_state_find(&st, "d");
-	CHECK(sb->state == JOURNAL_SB_READY && !sb->owned && strcmp(sb->url, "http://d/") == 0);
-	struct journal_record t = {.kind = JOURNAL_SET_TIMEOUT, .sandbox = (char *)"d",
-				   .timeout_s = 5};
+	CHECK(sb->state == JOURNAL_SB_READY && !sb->owned &&
+	      strcmp(sb->url, "http://d/") == 0);
+	struct journal_record t = {
+	    .kind = JOURNAL_SET_TIMEOUT, .sandbox = (char *)"d", .timeout_s = 5};
 	journal_state_apply(&st, &t);
 	CHECK_EQ_INT(sb->timeout_s, 5);
 	apply(JOURNAL_DETACH, "d", 0, NULL);
 	CHECK(sb->state == JOURNAL_SB_DETACHED && !sb->url);
 	CHECK_EQ_INT(st.count, 4);
-	CHECK(journal_state_find(&st, "nope") == NULL && journal_state_find(&st, NULL) == NULL);
+	CHECK(journal_state_find(&st, "nope") == NULL &&
+	      journal_state_find(&st, NULL) == NULL);
 	journal_state_clear(&st);
 	CHECK_EQ_INT(st.count, 0);
 }
@@ -95,7 +98,8 @@ static void test_runs(void)
 	apply(JOURNAL_EXEC_INTENT, "s", 1, "true");
 	CHECK(sb->nruns == 1 && sb->runs[0].status == JOURNAL_RUN_PENDING);
 	CHECK(sb->last_seq == 1 && sb->commands_run == 1 && sb->runs[0].timeout_s == 30);
-	struct journal_record r = {.kind = JOURNAL_EXEC_RESULT, .sandbox = (char *)"s", .seq = 1};
+	struct journal_record r = {
+	    .kind = JOURNAL_EXEC_RESULT, .sandbox = (char *)"s", .seq = 1};
 	r.exit_code = 3;
 	r.duration_ms = 7;
 	r.truncated = true;
@@ -109,7 +113,8 @@ static void test_runs(void)
 	      sb->runs[0].started_ms == 1001);
 	apply(JOURNAL_EXEC_INTENT, "s", 2, "x");
 	apply(JOURNAL_EXEC_UNKNOWN, "s", 2, "lost answer");
-	CHECK(sb->runs[1].status == JOURNAL_RUN_UNKNOWN && strcmp(sb->last_error, "lost answer") == 0);
+	CHECK(sb->runs[1].status == JOURNAL_RUN_UNKNOWN &&
+	      strcmp(sb->last_error, "lost answer") == 0);
 	apply(JOURNAL_EXEC_INTENT, "s", 3, "y");
 	apply(JOURNAL_EXEC_NOT_RUN, "s", 3, "refused");
 	CHECK(sb->runs[2].status == JOURNAL_RUN_NOT_RUN);
@@ -157,8 +162,8 @@ static void test_garbage_order(void)
 	/* Kinds out of range are ignored. */
 	struct journal_record bad = {.kind = JOURNAL_KIND_MAX, .sandbox = (char *)"g7"};
 	journal_state_apply(&st, &bad);
-	struct journal_record snap = {.kind = JOURNAL_SNAPSHOT, .sandbox = (char *)"g7",
-				      .sb_state = 1000};
+	struct journal_record snap = {
+	    .kind = JOURNAL_SNAPSHOT, .sandbox = (char *)"g7", .sb_state = 1000};
 	journal_state_apply(&st, &snap);
 	CHECK(journal_state_find(&st, "g7")->state == JOURNAL_SB_READY);
 	journal_state_clear(&st);

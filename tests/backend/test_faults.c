@@ -1,0 +1,334 @@
+/*
+ * test_faults.c — "not sent" versus "answer lost" against the real server
+ * and its fault mode; the bounds (stall, execute grace, request timeout,
+ * answer size); malformed answers; and that no message ever names the
+ * URL, host:port or port.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend_i.h"
+#include "check.h"
+#include "harness.h"
+
+static struct server srv;
+static struct backend *b;
+static int messages_checked;
+
+/* Every failure message: no URL, no host:port, no port number. */
+static void no_secret(const struct backend_error *e, const char *url, int port)
+{
+	char hp[64], p[16];
+
+	snprintf(hp, sizeof(hp), "127.0.0.1:%d", port);
+	snprintf(p, sizeof(p), "%d", port);
+	messages_checked++;
+	CHECK(strstr(e->message, url) == NULL);
+	CHECK(strstr(e->message, hp) == NULL);
+	CHECK(strstr(e->message, p) == NULL);
+	CHECK(strstr(e->message, "127.0.0.1") == NULL);
+	CHECK(e->message[0] != '\0');
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Every call on an address where nothing listens: never sent. */
+static void not_sent(void)
+{
+	struct server dead;
+	struct backend_error e;
+	struct backend_exec_result r;
+	struct backend_listing l;
+	struct backend_sandbox sb;
+	struct backend_sandbox_list sl;
+	struct backend_orchestrator o;
+	struct backend_create_request cr = {.id = "x", .pool = "default"};
+	int fd = temp_fd(10, 1);
+	uint64_t got;
+
+	server_start(&dead);
+	server_stop(&dead); /* its port is now closed: connection refused */
+	o.base_url = dead.url;
+	o.token = "secret-token-value";
+
+	CHECK_ST(backend_execute(b, dead.url, "echo never", 5, &r, &e), BACKEND_NOT_SENT);
+	CHECK(e.http_status == 0);
+	no_secret(&e, dead.url, dead.port);
+	CHECK_ST(backend_file_put(b, dead.url, "f", fd, 10, &e), BACKEND_NOT_SENT);
+	no_secret(&e, dead.url, dead.port);
+	CHECK_ST(backend_file_get(b, dead.url, "f", fd, &got, &e), BACKEND_NOT_SENT);
+	CHECK_ST(backend_file_delete(b, dead.url, "f", &e), BACKEND_NOT_SENT);
+	CHECK_ST(backend_list(b, dead.url, "", &l, &e), BACKEND_NOT_SENT);
+	CHECK_ST(backend_health(b, dead.url, &e), BACKEND_NOT_SENT);
+	CHECK_ST(backend_orch_create(b, &o, &cr, &sb, &e), BACKEND_NOT_SENT);
+	CHECK(strstr(e.message, o.token) == NULL);
+	no_secret(&e, dead.url, dead.port);
+	CHECK_ST(backend_orch_get(b, &o, "x", &sb, &e), BACKEND_NOT_SENT);
+	CHECK_ST(backend_orch_list(b, &o, &sl, &e), BACKEND_NOT_SENT);
+	CHECK_ST(backend_orch_delete(b, &o, "x", &e), BACKEND_NOT_SENT);
+	no_secret(&e, dead.url, dead.port);
+	CHECK(backend_errno(e.status, BACKEND_OP_SANDBOX) == ENOTCONN);
+
+	/* A name that cannot resolve. */
+	CHECK_ST(backend_health(b, "http://sandboxfs-no-such-host.invalid:3000", &e),
+		 BACKEND_NOT_SENT);
+	CHECK(strstr(e.message, "sandboxfs-no-such-host") == NULL);
+	no_secret(&e, "http://sandboxfs-no-such-host.invalid:3000", 3000);
+
+	/* A connect that never completes: a listener whose accept queue is
+	 * full drops further SYNs. Not sent, within the connect timeout. */
+	{
+		struct backend_config cfg;
+		struct backend *quick;
+		struct sockaddr_in a = {.sin_family = AF_INET,
+					.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		socklen_t alen = sizeof(a);
+		int lfd = socket(AF_INET, SOCK_STREAM, 0), fill[8];
+		char url[64];
+		double t0;
+
+		CHECK(bind(lfd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(lfd, 0) == 0 &&
+		      getsockname(lfd, (struct sockaddr *)&a, &alen) == 0);
+		for (int i = 0; i < 8; i++) {
+			fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+			connect(fill[i], (struct sockaddr *)&a, sizeof(a));
+		}
+		snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(a.sin_port));
+		backend_config_defaults(&cfg);
+		cfg.connect_timeout_ms = 500;
+		quick = backend_new(&cfg);
+		t0 = now_s();
+		CHECK_ST(backend_execute(quick, url, "echo never", 5, &r, &e), BACKEND_NOT_SENT);
+		printf("connect timeout: not sent after %.2f s: %s\n", now_s() - t0, e.message);
+		CHECK(now_s() - t0 < 3.0);
+		no_secret(&e, url, ntohs(a.sin_port));
+		backend_free(quick);
+		for (int i = 0; i < 8; i++)
+			close(fill[i]);
+		close(lfd);
+	}
+	close(fd);
+}
+
+static void answer_lost(void)
+{
+	struct backend_stats s0, s1;
+	struct backend_error e;
+	struct backend_exec_result r;
+	struct backend_listing l;
+	char disk[400];
+	struct stat sb;
+
+	/* lose_answer: the server runs the command, then closes without an
+	 * answer. The outcome is unknown to us: answer lost. */
+	admin_faults(srv.url, "{\"lose_answer\":true,\"routes\":\"execute\"}");
+	CHECK_ST(backend_execute(b, srv.url, "echo ran > lost-1.txt", 30, &r, &e),
+		 BACKEND_ANSWER_LOST);
+	no_secret(&e, srv.url, srv.port);
+	CHECK(backend_errno(e.status, BACKEND_OP_EXECUTE) == EIO);
+	CHECK(admin_log_count(srv.url, "echo ran > lost-1.txt") == 1);
+	snprintf(disk, sizeof(disk), "%s/lost-1.txt", srv.workspace);
+	CHECK(stat(disk, &sb) == 0);
+
+	/* The same on a thread whose handle holds a live keep-alive
+	 * connection: libcurl would silently resend a request on a fresh
+	 * connection when a reused one dies without an answer. An execute
+	 * must go out exactly once. */
+	admin_faults(srv.url, "{}");
+	CHECK_ST(backend_health(b, srv.url, &e), BACKEND_OK);
+	CHECK_ST(backend_list(b, srv.url, "", &l, &e), BACKEND_OK);
+	backend_listing_clear(&l);
+	admin_faults(srv.url, "{\"lose_answer\":true,\"routes\":\"execute\"}");
+	for (int i = 0; i < 5; i++) {
+		char cmd[64];
+
+		snprintf(cmd, sizeof(cmd), "echo once-%d", i);
+		backend_get_stats(b, &s0);
+		CHECK_ST(backend_execute(b, srv.url, cmd, 30, &r, &e), BACKEND_ANSWER_LOST);
+		backend_get_stats(b, &s1);
+		/* It went out on the reused connection; libcurl wanted to send
+		 * it again on a new one (which libcurl 7.88 connects before it
+		 * rewinds) and was refused the rewind. */
+		CHECK(s1.connections_opened - s0.connections_opened <= 1);
+		CHECK(strstr(e.message, "not resent") != NULL);
+		if (i == 0)
+			printf("keep-alive execute, answer lost: %s\n", e.message);
+		CHECK(admin_log_count(srv.url, cmd) == 1);
+		/* Keep a reusable connection in the handle for the next round. */
+		admin_faults(srv.url, "{}");
+		CHECK_ST(backend_health(b, srv.url, &e), BACKEND_OK);
+		admin_faults(srv.url, "{\"lose_answer\":true,\"routes\":\"execute\"}");
+	}
+
+	/* drop_before: the server closes before running anything. From the
+	 * client's side it is indistinguishable from lose_answer (the request
+	 * was written, no answer came back), so it must also be "answer lost":
+	 * only the server knows it did not run the command. */
+	admin_faults(srv.url, "{\"drop_before\":true,\"routes\":\"execute\"}");
+	CHECK_ST(backend_execute(b, srv.url, "echo dropped", 30, &r, &e), BACKEND_ANSWER_LOST);
+	CHECK(admin_log_count(srv.url, "echo dropped") == 0);
+	no_secret(&e, srv.url, srv.port);
+
+	/* Idempotent calls that lose their answer: answer lost too. */
+	admin_faults(srv.url, "{\"lose_answer\":true,\"routes\":\"files\"}");
+	{
+		int fd = temp_fd(100, 2);
+
+		CHECK_ST(backend_file_put(b, srv.url, "lost.bin", fd, 100, &e),
+			 BACKEND_ANSWER_LOST);
+		CHECK_ST(backend_list(b, srv.url, "", &l, &e), BACKEND_ANSWER_LOST);
+		no_secret(&e, srv.url, srv.port);
+		close(fd);
+	}
+	admin_faults(srv.url, "{}");
+}
+
+/* Control experiment, printed for the record: what plain libcurl does
+ * with a rewindable POST on a reused connection whose answer is lost. */
+static void control_plain_curl(void)
+{
+	CURL *c = curl_easy_init();
+	char url[128];
+	CURLcode rc;
+
+	admin_faults(srv.url, "{}");
+	snprintf(url, sizeof(url), "%s/healthz", srv.url);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, fwrite);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, fopen("/dev/null", "w"));
+	curl_easy_perform(c);
+	admin_faults(srv.url, "{\"lose_answer\":true,\"routes\":\"execute\"}");
+	snprintf(url, sizeof(url), "%s/execute", srv.url);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, "{\"command\":\"echo control\"}");
+	rc = curl_easy_perform(c);
+	printf("control: plain libcurl, reused connection, lost answer: '%s', the "
+	       "server ran the command %d time(s)\n",
+	       curl_easy_strerror(rc), admin_log_count(srv.url, "echo control"));
+	admin_faults(srv.url, "{}");
+	curl_easy_cleanup(c);
+}
+
+static void bounds(void)
+{
+	struct backend_config cfg;
+	struct backend *bb;
+	struct backend_error e;
+	struct backend_exec_result r;
+	struct backend_listing l;
+	double t0;
+	int fd = temp_fd(1000, 4);
+	uint64_t got;
+
+	backend_config_defaults(&cfg);
+	cfg.stall_seconds = 1;
+	cfg.execute_grace_ms = 300;
+	cfg.request_timeout_ms = 700;
+	cfg.max_exec_bytes = 1024;
+	cfg.max_listing_bytes = 2048;
+	bb = backend_new(&cfg);
+
+	CHECK_ST(backend_file_put(bb, srv.url, "slow.bin", fd, 1000, &e), BACKEND_OK);
+
+	/* A transfer that stalls fails after stall_seconds (no total bound
+	 * on file transfers). */
+	admin_faults(srv.url, "{\"delay_ms\":4000,\"routes\":\"files\"}");
+	t0 = now_s();
+	CHECK_ST(backend_file_get(bb, srv.url, "slow.bin", fd, &got, &e), BACKEND_ANSWER_LOST);
+	CHECK(now_s() - t0 < 3.5);
+	printf("stall: failed after %.2f s: %s\n", now_s() - t0, e.message);
+	no_secret(&e, srv.url, srv.port);
+
+	/* Small calls are bounded by request_timeout_ms. */
+	admin_faults(srv.url, "{\"delay_ms\":3000}");
+	t0 = now_s();
+	CHECK_ST(backend_health(bb, srv.url, &e), BACKEND_ANSWER_LOST);
+	CHECK(now_s() - t0 < 2.0);
+	no_secret(&e, srv.url, srv.port);
+
+	/* An execute waits timeoutSeconds + grace, then gives up: unknown. */
+	admin_faults(srv.url, "{\"delay_ms\":4000,\"routes\":\"execute\"}");
+	t0 = now_s();
+	CHECK_ST(backend_execute(bb, srv.url, "echo slow", 1, &r, &e), BACKEND_ANSWER_LOST);
+	CHECK(now_s() - t0 >= 1.2 && now_s() - t0 < 3.0);
+	printf("execute bound: gave up after %.2f s (timeout 1 s + grace 0.3 s)\n",
+	       now_s() - t0);
+	CHECK(admin_log_count(srv.url, "echo slow") == 1);
+	admin_faults(srv.url, "{}");
+
+	/* An execute answer over max_exec_bytes: the command ran, so the
+	 * outcome is unknown (bad answer), and nothing past the bound was
+	 * kept. */
+	CHECK_ST(backend_execute(bb, srv.url, "head -c 4096 /dev/zero | tr '\\0' y", 30, &r, &e),
+		 BACKEND_BAD_ANSWER);
+	CHECK(strstr(e.message, "larger than 1024") != NULL);
+	CHECK(r.out == NULL);
+	/* A listing over max_listing_bytes: too large. */
+	CHECK_ST(backend_execute(b, srv.url, "mkdir many && cd many && for i in $(seq 100); do "
+					     ": > file-number-$i; done",
+				 30, &r, &e),
+		 BACKEND_OK);
+	backend_exec_result_clear(&r);
+	CHECK_ST(backend_list(bb, srv.url, "many", &l, &e), BACKEND_TOO_LARGE);
+	CHECK(backend_errno(e.status, BACKEND_OP_FILE) == EFBIG);
+	CHECK_ST(backend_list(b, srv.url, "many", &l, &e), BACKEND_OK);
+	CHECK(l.count == 100);
+	backend_listing_clear(&l);
+	no_secret(&e, srv.url, srv.port);
+	backend_free(bb);
+	close(fd);
+}
+
+static void malformed(void)
+{
+	struct backend_error e;
+	struct backend_exec_result r;
+	struct backend_listing l;
+
+	admin_faults(srv.url, "{\"malformed_json\":true}");
+	CHECK_ST(backend_execute(b, srv.url, "echo garbled", 30, &r, &e), BACKEND_BAD_ANSWER);
+	CHECK(e.http_status == 200 && strstr(e.message, "unknown") != NULL);
+	CHECK(backend_errno(e.status, BACKEND_OP_EXECUTE) == EIO);
+	CHECK(admin_log_count(srv.url, "echo garbled") == 1);
+	CHECK_ST(backend_list(b, srv.url, "", &l, &e), BACKEND_BAD_ANSWER);
+	CHECK_ST(backend_health(b, srv.url, &e), BACKEND_BAD_ANSWER);
+	no_secret(&e, srv.url, srv.port);
+	/* An error answer that is not JSON still gives its status. */
+	CHECK_ST(backend_file_delete(b, srv.url, "no-such", &e), BACKEND_NOT_FOUND);
+	no_secret(&e, srv.url, srv.port);
+	admin_faults(srv.url, "{}");
+}
+
+int main(int argc, char **argv)
+{
+	struct backend_stats s;
+
+	harness_init(argc, argv);
+	server_start(&srv);
+	b = backend_new(NULL);
+	not_sent();
+	answer_lost();
+	control_plain_curl();
+	bounds();
+	malformed();
+	backend_get_stats(b, &s);
+	CHECK(s.errors > 0);
+	printf("messages checked for secrets: %d\n", messages_checked);
+	backend_free(b);
+	server_stop(&srv);
+	return check_done("test_faults");
+}
