@@ -192,3 +192,18 @@ wait
         assert sget(url, f"p{w}/f17") == f"w{w} i17\nmore\n".encode()
     p = sh(f"cat {ws}/p3/f40")
     assert p.stdout == "w3 i40\nmore\n"
+
+
+def test_open_reader_sees_command_changes(ws, url, sandbox):
+    sbx.put(url, "r.txt", b"old!")
+    with open(ws / "r.txt", "rb") as held:
+        assert held.read() == b"old!"
+        assert sh(f"echo 'printf new! > r.txt' > {sandbox}/ctl").returncode == 0
+        assert (ws / "r.txt").read_bytes() == b"new!"
+        assert sh(f"echo 'printf longer > r.txt' > {sandbox}/ctl").returncode == 0
+        assert os.stat(ws / "r.txt").st_size == 6
+        assert (ws / "r.txt").read_bytes() == b"longer"
+        assert sh(f"echo 'rm r.txt' > {sandbox}/ctl").returncode == 0
+        assert not (ws / "r.txt").exists()
+    (ws / "r.txt").write_bytes(b"again")
+    assert sget(url, "r.txt") == b"again"
