@@ -47,6 +47,8 @@ int ws_check_path(const char *rel)
 		seg[n] = '\0';
 		if (!backend_name_valid(seg))
 			return -EINVAL;
+		if (strcmp(seg, WS_PLACEHOLDER) == 0)
+			return -EINVAL; /* reserved for mkdir, never shown */
 		if (!slash)
 			return 0;
 		p = slash + 1;
