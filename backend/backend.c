@@ -129,13 +129,21 @@ static void share_unlock(CURL *h, curl_lock_data data, void *userp)
 	pthread_mutex_unlock(&b->share_locks[data]);
 }
 
-/* Thread exit: the thread's handle goes, with its idle connections. */
+/* Thread exit: the thread's handle waits for the next new thread, its
+ * connections alive, unless enough already wait. */
 static void handle_destroy(void *p)
 {
 	struct backend_handle *h = p;
 	struct backend *b = h->owner;
 
 	pthread_mutex_lock(&b->handles_lock);
+	if (b->nidle < BACKEND_IDLE_HANDLES) {
+		h->idle_next = b->idle;
+		b->idle = h;
+		b->nidle++;
+		pthread_mutex_unlock(&b->handles_lock);
+		return;
+	}
 	if (h->prev)
 		h->prev->next = h->next;
 	else

@@ -8,10 +8,19 @@
  *
  * Thread safety: one struct backend is shared by every thread. Each calling
  * thread gets its own reused curl easy handle (connections are kept alive and
- * reused); no lock is held across a network call.
+ * reused; a handle outlives its thread and passes, connections and all, to
+ * the next new thread); no lock is held across a network call.
+ * backend_free may only be called once no thread is inside a call.
  *
  * Every call returns an enum backend_status and, when err is not NULL, fills
  * *err. Messages never contain a sandbox URL or a token.
+ *
+ * Never twice: an execute and a create send a body libcurl cannot rewind,
+ * so libcurl's silent resend of a request whose reused keep-alive
+ * connection died can never run a command (or create a sandbox) twice: it
+ * fails as BACKEND_ANSWER_LOST instead. They reuse only connections idle
+ * for under a second, which servers do not close. Idempotent calls (files,
+ * health, orchestrator get, list, delete) keep libcurl's resend.
  */
 #ifndef SANDBOXFS_BACKEND_H
 #define SANDBOXFS_BACKEND_H
@@ -109,7 +118,9 @@ void backend_get_stats(struct backend *b, struct backend_stats *out);
 /* --- names --------------------------------------------------------------*/
 
 /* True when name is a valid single path segment: not empty, not "." or
- * "..", no '/', no control character, at most 255 bytes. */
+ * "..", no '/', no control character (C0, DEL, C1), valid UTF-8 (a name the
+ * JSON listings could not carry back unchanged is refused), at most 255
+ * bytes. */
 bool backend_name_valid(const char *name);
 
 /* True when path is a valid workspace-relative path: "" (the root) or
@@ -133,21 +144,27 @@ struct backend_exec_result {
 void backend_exec_result_clear(struct backend_exec_result *r);
 
 /* POST /execute. timeout_s 0 = no limit (and the call waits without
- * bound); otherwise the call waits timeout_s plus the grace period. */
+ * bound; TCP keepalive finds a dead peer); otherwise the call waits
+ * timeout_s plus the grace period, then returns BACKEND_ANSWER_LOST.
+ * An answer over max_exec_bytes is BACKEND_BAD_ANSWER (the command ran;
+ * its outcome is unknown), not BACKEND_TOO_LARGE. */
 enum backend_status backend_execute(struct backend *b, const char *url,
 				    const char *command, long timeout_s,
 				    struct backend_exec_result *out,
 				    struct backend_error *err);
 
 /* GET /files/path of a file, streamed to fd with write(2) from its
- * current offset. *size_out (may be NULL) receives the bytes written. */
+ * current offset. *size_out (may be NULL) receives the bytes written. On
+ * failure fd may hold part of the body: discard it. No total time bound;
+ * a transfer that stalls for stall_seconds fails. */
 enum backend_status backend_file_get(struct backend *b, const char *url,
 				     const char *path, int fd,
 				     uint64_t *size_out,
 				     struct backend_error *err);
 
 /* PUT /files/path with the first size bytes of fd, read with pread(2)
- * from offset 0 (the descriptor's offset is not used). */
+ * from offset 0 (the descriptor's offset is not used). A file shorter than
+ * size fails with BACKEND_LOCAL and never sends a short body as whole. */
 enum backend_status backend_file_put(struct backend *b, const char *url,
 				     const char *path, int fd, uint64_t size,
 				     struct backend_error *err);
@@ -170,7 +187,10 @@ struct backend_listing {
 };
 void backend_listing_clear(struct backend_listing *l);
 
-/* GET /files/path/ of a directory ("" is the root). */
+/* GET /files/path of a directory ("" is the root, /files/). Entries come
+ * back sorted by name (strcmp), invalid and duplicate names dropped and
+ * counted. A path that is a file answers with its bytes, which do not
+ * parse: BACKEND_BAD_ANSWER. */
 enum backend_status backend_list(struct backend *b, const char *url,
 				 const char *path, struct backend_listing *out,
 				 struct backend_error *err);

@@ -15,12 +15,19 @@
  * so 4 buckets per doubling (19 % wide) from 1 us to about 2^32 us. */
 #define BACKEND_LAT_BUCKETS 128
 
-/* One easy handle per thread that used this backend; listed so that
- * backend_free can clean up the handles of threads still alive. */
+/* At most this many handles of exited threads are kept, with their live
+ * connections, for the next new threads (FUSE starts and ends workers as
+ * load comes and goes). */
+#define BACKEND_IDLE_HANDLES 32
+
+/* One easy handle per thread that uses this backend. All are listed so
+ * that backend_free can clean up the handles of threads still alive;
+ * handles of exited threads wait in the idle list. */
 struct backend_handle {
 	CURL *curl;
 	struct backend *owner;
-	struct backend_handle *prev, *next;
+	struct backend_handle *prev, *next; /* all handles */
+	struct backend_handle *idle_next;   /* idle list */
 };
 
 struct backend {
@@ -33,8 +40,10 @@ struct backend {
 	pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
 
 	pthread_key_t key;
-	pthread_mutex_t handles_lock; /* only guards the list, never I/O */
+	pthread_mutex_t handles_lock; /* only guards the lists, never I/O */
 	struct backend_handle *handles;
+	struct backend_handle *idle;
+	size_t nidle;
 
 	/* Statistics: plain counters updated with relaxed atomics. */
 	uint64_t requests[BACKEND_NOPS];
@@ -64,8 +73,8 @@ struct backend_req {
 	long timeout_ms; /* total bound, 0 = none */
 	bool stall;      /* fail a transfer that stalls (LOW_SPEED_*) */
 	/* The request has effects and must never be sent twice (execute,
-	 * create): it goes on a fresh connection and its body cannot be
-	 * rewound, so libcurl can never resend it. */
+	 * create): its body cannot be rewound, so libcurl can never resend
+	 * it, and it reuses only connections idle for under a second. */
 	bool once;
 
 	/* Results. */

@@ -57,7 +57,10 @@ enum backend_status backend_execute(struct backend *b, const char *url,
 	r.once = true;
 	/* The server says nothing while the command runs: no stall limit,
 	 * only the command's own timeout plus the grace period. */
-	r.timeout_ms = timeout_s > 0 ? timeout_s * 1000 + b->cfg.execute_grace_ms : 0;
+	/* Past ten years it is no limit rather than an overflow. */
+	r.timeout_ms = timeout_s > 0 && timeout_s < 315360000L
+			       ? timeout_s * 1000 + b->cfg.execute_grace_ms
+			       : 0;
 	st = backend_http(b, &r, err);
 	free(body);
 	if (st == BACKEND_OK) {

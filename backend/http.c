@@ -10,15 +10,22 @@
  *
  * Never sending an effectful request twice: libcurl silently retries a
  * request on a fresh connection when a *reused* connection dies before any
- * answer byte arrives (Curl_retry_request). For POST /execute that may run
- * the command twice: the server can have run it and closed the connection
- * without answering. Requests marked `once` therefore (1) use
- * CURLOPT_FRESH_CONNECT, so the retry condition (a reused connection) never
- * holds, and (2) hand their body out through a read callback whose seek
- * callback refuses to rewind once a byte was handed out, so any other
- * resend path in libcurl fails (CURLE_SEND_FAIL_REWIND → answer lost)
- * instead of resending. Idempotent requests (GET, PUT, DELETE) keep the
- * retry: it is what makes keep-alive reuse safe against stale connections.
+ * answer byte arrives (Curl_retry_request). For POST /execute that would
+ * run the command twice: the server can have run it and closed the
+ * connection without answering (tests/backend/test_faults.c shows plain
+ * libcurl doing exactly that). Requests marked `once` hand their body out
+ * through a read callback whose seek callback refuses to rewind once a
+ * byte was handed out; a resend needs that rewind, so libcurl fails with
+ * CURLE_SEND_FAIL_REWIND (answer lost) instead of resending. Only a
+ * request none of whose body left this process may be sent again.
+ *
+ * They still reuse keep-alive connections (a fresh connection per execute
+ * costs a TCP and TLS handshake, 0.5 ms locally and several round trips to
+ * a remote sandbox), but only one idle for under a second
+ * (CURLOPT_MAXAGE_CONN): a server or proxy that closes idle connections
+ * does so after seconds, so the refused resend — an outcome reported
+ * unknown although the command never arrived — stays a true rarity.
+ * Idempotent requests (GET, PUT, DELETE) keep libcurl's resend.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -60,6 +67,24 @@ static struct backend_handle *thread_handle(struct backend *b)
 
 	if (h && h->owner == b)
 		return h;
+	pthread_mutex_lock(&b->handles_lock);
+	h = b->idle;
+	if (h) {
+		b->idle = h->idle_next;
+		b->nidle--;
+	}
+	pthread_mutex_unlock(&b->handles_lock);
+	if (h) {
+		if (pthread_setspecific(b->key, h) == 0)
+			return h;
+		/* Back where it was; this call goes without a handle. */
+		pthread_mutex_lock(&b->handles_lock);
+		h->idle_next = b->idle;
+		b->idle = h;
+		b->nidle++;
+		pthread_mutex_unlock(&b->handles_lock);
+		return NULL;
+	}
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return NULL;
@@ -438,6 +463,7 @@ static enum backend_status setup(struct backend *b, struct xfer *x, CURL *c,
 #endif
 	SET(CURLOPT_SHARE, b->share);
 	SET(CURLOPT_NOSIGNAL, 1L);
+	SET(CURLOPT_USERAGENT, "sandboxfs/" SANDBOXFS_VERSION);
 	SET(CURLOPT_FOLLOWLOCATION, 0L);
 	SET(CURLOPT_CONNECTTIMEOUT_MS, b->cfg.connect_timeout_ms);
 	SET(CURLOPT_TIMEOUT_MS, r->timeout_ms);
@@ -458,7 +484,7 @@ static enum backend_status setup(struct backend *b, struct xfer *x, CURL *c,
 	SET(CURLOPT_WRITEFUNCTION, write_cb);
 	SET(CURLOPT_WRITEDATA, x);
 	if (r->once)
-		SET(CURLOPT_FRESH_CONNECT, 1L);
+		SET(CURLOPT_MAXAGE_CONN, 1L);
 
 	if (strcmp(r->method, "PUT") == 0) {
 		SET(CURLOPT_UPLOAD, 1L);
@@ -528,7 +554,7 @@ enum backend_status backend_http(struct backend *b, struct backend_req *r,
 
 	if (!backend_url_valid(r->base_url)) {
 		backend_set_error(err, BACKEND_BAD_REQUEST, 0,
-				  "not an http(s) URL without fragment");
+				  "not an http(s) base URL (no query, no fragment)");
 		st = BACKEND_BAD_REQUEST;
 		goto out;
 	}
@@ -582,6 +608,7 @@ enum backend_status backend_http(struct backend *b, struct backend_req *r,
 	/* The URL (a capability) stays only in the handle until the next
 	 * call; set something harmless to drop it now. */
 	curl_easy_setopt(h->curl, CURLOPT_URL, "http://0.0.0.0/");
+	curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, NULL); /* freed below */
 	r->http_status = x.status;
 
 	if (rc != CURLE_OK) {

@@ -188,8 +188,9 @@ bool backend_url_valid(const char *s)
 	hostlen = strcspn(host, "/?#");
 	if (hostlen == 0 || host[0] == ':' || host[0] == '@')
 		return false;
+	/* Paths are appended to it: no query, no fragment. */
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-		if (*p <= 0x20 || *p == 0x7f || *p == '#')
+		if (*p <= 0x20 || *p == 0x7f || *p == '#' || *p == '?')
 			return false;
 	return true;
 }

@@ -460,7 +460,7 @@ static int replay(struct journal *j, struct journal_open_report *rep)
 int journal_open(const struct journal_options *o, struct journal **out,
 		 struct journal_open_report *report)
 {
-	struct journal_open_report dummy;
+	struct journal_open_report dummy = {0};
 	struct journal_open_report *rep = report ? report : &dummy;
 	struct journal *j;
 	int rc;
@@ -489,17 +489,21 @@ int journal_open(const struct journal_options *o, struct journal **out,
 		goto err;
 	}
 	snprintf(j->path, sizeof(j->path), "%s/journal", j->dir);
-	if ((rc = open_files(j, rep)) || (rc = replay(j, rep)))
+	if ((rc = open_files(j, rep)))
+		goto err;
+	/* Registered before replay, so a damaged journal that refuses to
+	 * open still shows in the preflight check. */
+	int reg = journal_registry_add(j->dir);
+	if ((rc = replay(j, rep)))
 		goto err;
 	if ((rc = mark_unknown(j, &rep->unknown_marked))) {
 		rc = fail(rep, rc, "%s: cannot record the unknown outcomes: %s", j->path,
 			  strerror(-rc));
 		goto err;
 	}
-	rc = journal_registry_add(j->dir);
-	if (rc && !rep->message[0])
+	if (reg && !rep->message[0])
 		fail(rep, 0, "could not register %s in the journal registry: %s", j->dir,
-		     strerror(-rc));
+		     strerror(-reg));
 	maybe_compact_locked(j);
 	*out = j;
 	return 0;

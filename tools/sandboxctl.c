@@ -303,9 +303,6 @@ static int run_bench(struct backend *b, const char *url, const char *verb, int a
 	}
 	bench_report(verb, b, lat, n, now_us() - t0,
 		     strcmp(verb, "bench-exec") == 0 ? 0 : (uint64_t)size);
-	if (strcmp(verb, "bench-exec") == 0)
-		printf("note: each execute opens a fresh connection by design (an "
-		       "execute is never resent on a reused one)\n");
 	free(lat);
 	return EX_OK;
 }
@@ -404,11 +401,15 @@ static int run_sandbox_verb(struct backend *b, const struct opts *o, const char 
 				rc = EX_FAIL;
 				goto out;
 			}
-			while ((n = read(fd, buf, sizeof(buf))) > 0)
-				if (write(t, buf, (size_t)n) != n)
+			while ((n = read(fd, buf, sizeof(buf))) > 0) {
+				if (write(t, buf, (size_t)n) != n) {
 					n = -1;
+					break;
+				}
+			}
 			if (n < 0 || fstat(t, &sb) != 0) {
-				fprintf(stderr, "sandboxctl: cannot read the input\n");
+				fprintf(stderr, "sandboxctl: cannot spool the input: %s\n",
+					strerror(errno));
 				close(t);
 				rc = EX_FAIL;
 				goto out;

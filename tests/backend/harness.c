@@ -289,14 +289,15 @@ static void *canned_main(void *arg)
 {
 	struct canned *c = arg;
 
-	while (!c->stop) {
+	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
 		char buf[65536];
 		size_t got = 0;
+		char *resp;
 		int fd = accept(c->fd, NULL, NULL);
 
 		if (fd < 0)
 			continue;
-		if (c->stop) {
+		if (__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
 			close(fd);
 			break;
 		}
@@ -316,8 +317,12 @@ static void *canned_main(void *arg)
 			if (!cl || (size_t)(end + 4 - buf) + strtoul(cl + 15, NULL, 10) <= got)
 				break;
 		}
-		if (send(fd, c->response, strlen(c->response), MSG_NOSIGNAL) < 0)
+		pthread_mutex_lock(c->lock);
+		resp = strdup(c->response);
+		pthread_mutex_unlock(c->lock);
+		if (resp && send(fd, resp, strlen(resp), MSG_NOSIGNAL) < 0)
 			perror("canned send");
+		free(resp);
 		__atomic_fetch_add(&c->served, 1, __ATOMIC_SEQ_CST);
 		shutdown(fd, SHUT_WR);
 		close(fd);
@@ -341,8 +346,21 @@ void canned_start(struct canned *c)
 	snprintf(c->url, sizeof(c->url), "http://127.0.0.1:%d", c->port);
 	c->stop = 0;
 	c->served = 0;
+	c->response = strdup("HTTP/1.1 500 Unset\r\nContent-Length: 0\r\n\r\n");
+	c->lock = malloc(sizeof(pthread_mutex_t));
+	pthread_mutex_init(c->lock, NULL);
 	pthread_create(t, NULL, canned_main, c);
 	c->thread = t;
+}
+
+void canned_set(struct canned *c, const char *response)
+{
+	char *copy = strdup(response);
+
+	pthread_mutex_lock(c->lock);
+	free(c->response);
+	c->response = copy;
+	pthread_mutex_unlock(c->lock);
 }
 
 void canned_stop(struct canned *c)
@@ -351,7 +369,7 @@ void canned_stop(struct canned *c)
 				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
-	c->stop = 1;
+	__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
 	/* Wake the accept with one last connection. */
 	if (fd >= 0) {
 		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
@@ -361,6 +379,9 @@ void canned_stop(struct canned *c)
 	pthread_join(*(pthread_t *)c->thread, NULL);
 	free(c->thread);
 	close(c->fd);
+	pthread_mutex_destroy(c->lock);
+	free(c->lock);
+	free(c->response);
 }
 
 static unsigned char pattern(size_t i, unsigned seed)

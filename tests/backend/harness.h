@@ -51,13 +51,16 @@ struct canned {
 	int fd;
 	int port;
 	char url[64];
-	const char *response; /* raw HTTP/1.1 response, set before use */
-	volatile int stop;
+	char *response; /* raw HTTP/1.1 response (copy): canned_set */
+	void *lock;
+	int stop;
 	unsigned long served;
 	void *thread;
 };
 void canned_start(struct canned *c);
 void canned_stop(struct canned *c);
+/* Sets the response for the next requests (published to the thread). */
+void canned_set(struct canned *c, const char *response);
 
 /* Writes size bytes of a pattern to a new unlinked temporary file. */
 int temp_fd(size_t size, unsigned seed);

@@ -124,6 +124,7 @@ static void not_sent(void)
 
 static void answer_lost(void)
 {
+	struct backend_stats s0, s1;
 	struct backend_error e;
 	struct backend_exec_result r;
 	struct backend_listing l;
@@ -154,7 +155,16 @@ static void answer_lost(void)
 		char cmd[64];
 
 		snprintf(cmd, sizeof(cmd), "echo once-%d", i);
+		backend_get_stats(b, &s0);
 		CHECK_ST(backend_execute(b, srv.url, cmd, 30, &r, &e), BACKEND_ANSWER_LOST);
+		backend_get_stats(b, &s1);
+		/* It went out on the reused connection; libcurl wanted to send
+		 * it again on a new one (which libcurl 7.88 connects before it
+		 * rewinds) and was refused the rewind. */
+		CHECK(s1.connections_opened - s0.connections_opened <= 1);
+		CHECK(strstr(e.message, "not resent") != NULL);
+		if (i == 0)
+			printf("keep-alive execute, answer lost: %s\n", e.message);
 		CHECK(admin_log_count(srv.url, cmd) == 1);
 		/* Keep a reusable connection in the handle for the next round. */
 		admin_faults(srv.url, "{}");

@@ -117,6 +117,7 @@ static void urls(void)
 	CHECK(!backend_url_valid("http://host/a b"));
 	CHECK(!backend_url_valid("http://host/\r\nX: y"));
 	CHECK(!backend_url_valid("http://host/#frag"));
+	CHECK(!backend_url_valid("http://host/?token=x"));
 	CHECK(!backend_url_valid("javascript:alert(1)"));
 }
 

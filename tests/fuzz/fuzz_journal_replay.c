@@ -131,7 +131,12 @@ static void add_path(const char *path)
 		free(names);
 		return;
 	}
-	inputs = realloc(inputs, (ninputs + 1) * sizeof(*inputs));
+	struct input *more = realloc(inputs, (ninputs + 1) * sizeof(*inputs));
+	if (!more) {
+		perror("realloc");
+		exit(2);
+	}
+	inputs = more;
 	inputs[ninputs].b = load(path, &inputs[ninputs].len);
 	if (!inputs[ninputs].b) {
 		perror(path);

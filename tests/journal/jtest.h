@@ -77,6 +77,17 @@ static inline void jt_isolate_registry(const char *root)
 	setenv("XDG_STATE_HOME", p, 1);
 }
 
+/* Tests stop at the first failed allocation. */
+static inline void *jt_realloc(void *p, size_t n)
+{
+	void *q = realloc(p, n);
+	if (!q) {
+		perror("realloc");
+		abort();
+	}
+	return q;
+}
+
 static inline int jt_write_file(const char *path, const void *data, size_t len)
 {
 	FILE *f = fopen(path, "wb");
@@ -99,7 +110,7 @@ static inline uint8_t *jt_read_file(const char *path, size_t *len)
 	while ((r = fread(b + n, 1, cap - n, f)) > 0) {
 		n += r;
 		if (n == cap)
-			b = realloc(b, cap *= 2);
+			b = jt_realloc(b, cap *= 2);
 	}
 	fclose(f);
 	*len = n;

@@ -295,7 +295,7 @@ static void test_compaction_crash(void)
 			uint8_t *buf;
 			size_t len;
 			journal_encode(&v[i], &buf, &len);
-			want_new = realloc(want_new, new_len + len);
+			want_new = jt_realloc(want_new, new_len + len);
 			memcpy(want_new + new_len, buf, len);
 			new_len += len;
 			free(buf);

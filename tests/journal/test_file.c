@@ -380,7 +380,7 @@ static void test_registry(void)
 	CHECK_EQ_INT(mode_of(reg), 0600);
 	size_t len;
 	char *all = (char *)jt_read_file(reg, &len);
-	all = realloc(all, len + 1);
+	all = jt_realloc(all, len + 1);
 	all[len] = '\0';
 	for (int i = 0; i < 3; i++) {
 		char *first = strstr(all, dirs[i]);
@@ -394,10 +394,18 @@ static void test_registry(void)
 	free(bytes);
 	jt_rm_rf(c);
 
+	/* A journal damaged before this mount ever opened it is listed too. */
+	char *d = strdup(path_in(root, "reg-d"));
+	mkdir(d, 0700);
+	jt_write_file(path_in(d, "journal"), "not a journal", 13);
+	struct journal *jd = open_dir(d, &rep, &rc, 0, 0);
+	CHECK_EQ_INT(rc, -EBADMSG);
+	CHECK(jd == NULL && strstr(rep.message, "at byte 0 (bad magic)"));
+
 	char *out = NULL;
 	size_t outlen = 0;
 	FILE *m = open_memstream(&out, &outlen);
-	CHECK_EQ_INT(journal_registry_check(m), 2);
+	CHECK_EQ_INT(journal_registry_check(m), 3);
 	fclose(m);
 	fputs(out, stdout);
 	char want[8192];
@@ -408,6 +416,10 @@ static void test_registry(void)
 	CHECK(strstr(out, want) != NULL);
 	snprintf(want, sizeof(want), "missing %s\n", c);
 	CHECK(strstr(out, want) != NULL);
+	snprintf(want, sizeof(want),
+		 "damaged %s: %s/journal: damaged record at byte 0 (bad magic)\n", d, d);
+	CHECK(strstr(out, want) != NULL);
+	free(d);
 	free(out);
 	free(a);
 	free(b);

@@ -1,0 +1,233 @@
+/*
+ * test_orch.c — the orchestrator client against the real local
+ * orchestrator (create, get, list, delete; 401, 404, 409; a lost create
+ * reconciled by id, sent once; malformed answers), and against a canned
+ * responder for what the local orchestrator never says (429, 403, 415,
+ * 502, a bad url, a missing id, an answer cut short, an error message
+ * that echoes a secret).
+ */
+#include <errno.h>
+#include <unistd.h>
+
+#include "backend_i.h"
+#include "check.h"
+#include "harness.h"
+
+static struct server orch;
+static struct backend *b;
+static int messages_checked;
+
+static void no_secret(const struct backend_error *e, const char *url, int port,
+		      const char *token)
+{
+	char hp[64], p[16];
+
+	snprintf(hp, sizeof(hp), "127.0.0.1:%d", port);
+	snprintf(p, sizeof(p), "%d", port);
+	messages_checked++;
+	CHECK(strstr(e->message, url) == NULL);
+	CHECK(strstr(e->message, hp) == NULL);
+	CHECK(strstr(e->message, p) == NULL);
+	CHECK(!token || strstr(e->message, token) == NULL);
+}
+
+static void lifecycle(void)
+{
+	struct backend_orchestrator o = {orch.url, orch.token};
+	struct backend_create_request req = {.id = "alpha", .pool = "default",
+					     .idle_timeout_s = 600};
+	struct backend_sandbox s, s2;
+	struct backend_sandbox_list l;
+	struct backend_exec_result r;
+	struct backend_error e;
+	bool found = false;
+
+	CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_OK);
+	CHECK(s.id && strcmp(s.id, "alpha") == 0 && s.pool && strcmp(s.pool, "default") == 0);
+	CHECK(s.state == BACKEND_SANDBOX_READY || s.state == BACKEND_SANDBOX_CREATING);
+	CHECK(s.url != NULL);
+	/* The sandbox's own URL serves the contract. */
+	if (s.url) {
+		CHECK_ST(backend_health(b, s.url, &e), BACKEND_OK);
+		CHECK_ST(backend_execute(b, s.url, "echo hello", 30, &r, &e), BACKEND_OK);
+		CHECK(r.out && strcmp(r.out, "hello\n") == 0);
+		backend_exec_result_clear(&r);
+	}
+
+	/* 409 on create: EEXIST. */
+	CHECK_ST(backend_orch_create(b, &o, &req, &s2, &e), BACKEND_CONFLICT);
+	CHECK(e.http_status == 409 && backend_errno(e.status, BACKEND_OP_CREATE) == EEXIST);
+	CHECK(strstr(e.message, "live") != NULL);
+	no_secret(&e, orch.url, orch.port, orch.token);
+	/* 404: an unknown pool. */
+	req.id = "beta";
+	req.pool = "no-such-pool";
+	CHECK_ST(backend_orch_create(b, &o, &req, &s2, &e), BACKEND_NOT_FOUND);
+	no_secret(&e, orch.url, orch.port, orch.token);
+	/* A generated id is a valid label. */
+	req.id = NULL;
+	req.pool = "default";
+	CHECK_ST(backend_orch_create(b, &o, &req, &s2, &e), BACKEND_OK);
+	CHECK(s2.id && backend_sandbox_id_valid(s2.id) && strncmp(s2.id, "default-", 8) == 0);
+	if (s2.id)
+		CHECK_ST(backend_orch_delete(b, &o, s2.id, &e), BACKEND_OK);
+	backend_sandbox_clear(&s2);
+
+	CHECK_ST(backend_orch_get(b, &o, "alpha", &s2, &e), BACKEND_OK);
+	CHECK(s2.id && strcmp(s2.id, "alpha") == 0 && s2.url && s.url &&
+	      strcmp(s2.url, s.url) == 0);
+	backend_sandbox_clear(&s2);
+	CHECK_ST(backend_orch_get(b, &o, "missing", &s2, &e), BACKEND_NOT_FOUND);
+	CHECK(backend_errno(e.status, BACKEND_OP_SANDBOX) == ENOENT);
+
+	CHECK_ST(backend_orch_list(b, &o, &l, &e), BACKEND_OK);
+	for (size_t i = 0; i < l.count; i++)
+		found |= strcmp(l.items[i].id, "alpha") == 0;
+	CHECK(found && l.dropped == 0);
+	backend_sandbox_list_clear(&l);
+
+	/* 401: a wrong token, and none. */
+	o.token = "wrong-token";
+	CHECK_ST(backend_orch_list(b, &o, &l, &e), BACKEND_DENIED);
+	CHECK(e.http_status == 401 && backend_errno(e.status, BACKEND_OP_SANDBOX) == EACCES);
+	no_secret(&e, orch.url, orch.port, "wrong-token");
+	o.token = NULL;
+	CHECK_ST(backend_orch_get(b, &o, "alpha", &s2, &e), BACKEND_DENIED);
+	o.token = orch.token;
+
+	CHECK_ST(backend_orch_delete(b, &o, "alpha", &e), BACKEND_OK);
+	CHECK_ST(backend_orch_delete(b, &o, "alpha", &e), BACKEND_NOT_FOUND);
+	CHECK_ST(backend_orch_get(b, &o, "alpha", &s2, &e), BACKEND_NOT_FOUND);
+	if (s.url)
+		CHECK(backend_health(b, s.url, &e) != BACKEND_OK);
+	backend_sandbox_clear(&s);
+}
+
+static void lost_create(void)
+{
+	struct backend_orchestrator o = {orch.url, orch.token};
+	struct backend_create_request req = {.id = "lost", .pool = "default"};
+	struct backend_sandbox s;
+	struct backend_sandbox_list l;
+	struct backend_error e;
+	long creates;
+
+	/* A keep-alive connection in this thread's handle first. */
+	CHECK_ST(backend_orch_list(b, &o, &l, &e), BACKEND_OK);
+	backend_sandbox_list_clear(&l);
+	creates = admin_stat(orch.url, "creates");
+	admin_faults(orch.url, "{\"lose_answer\":true,\"routes\":\"orchestrator\"}");
+	CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_ANSWER_LOST);
+	no_secret(&e, orch.url, orch.port, orch.token);
+	admin_faults(orch.url, "{}");
+	/* Sent exactly once, and reconciled by reading the id. */
+	CHECK(admin_stat(orch.url, "creates") == creates + 1);
+	CHECK_ST(backend_orch_get(b, &o, "lost", &s, &e), BACKEND_OK);
+	backend_sandbox_clear(&s);
+
+	admin_faults(orch.url, "{\"malformed_json\":true,\"routes\":\"orchestrator\"}");
+	req.id = "garbled";
+	CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_BAD_ANSWER);
+	CHECK(strstr(e.message, "unknown") != NULL);
+	CHECK_ST(backend_orch_get(b, &o, "lost", &s, &e), BACKEND_BAD_ANSWER);
+	CHECK_ST(backend_orch_list(b, &o, &l, &e), BACKEND_BAD_ANSWER);
+	no_secret(&e, orch.url, orch.port, orch.token);
+	admin_faults(orch.url, "{}");
+	CHECK_ST(backend_orch_delete(b, &o, "lost", &e), BACKEND_OK);
+	CHECK_ST(backend_orch_delete(b, &o, "garbled", &e), BACKEND_OK);
+}
+
+#define HEAD(code) "HTTP/1.1 " code "\r\nConnection: close\r\nContent-Type: application/json\r\n"
+
+/* A complete answer with the right Content-Length. */
+static const char *answer(const char *status, const char *body)
+{
+	static char buf[1024];
+
+	snprintf(buf, sizeof(buf), HEAD("%s") "Content-Length: %zu\r\n\r\n%s", status,
+		 strlen(body), body);
+	return buf;
+}
+
+static void canned_answers(void)
+{
+	struct canned c;
+	struct backend_orchestrator o;
+	struct backend_create_request req = {.id = "x", .pool = "default"};
+	struct backend_sandbox s;
+	struct backend_error e;
+	const char *token = "canned-secret-token";
+	char echo[512];
+
+	canned_start(&c);
+	o.base_url = c.url;
+	o.token = token;
+
+	canned_set(&c, answer("429 Too Many Requests", "{\"error\":\"pool exhausted\"}"));
+	CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_EXHAUSTED);
+	CHECK(e.http_status == 429 && strcmp(e.message, "pool exhausted") == 0);
+	CHECK(backend_errno(e.status, BACKEND_OP_CREATE) == EAGAIN);
+
+	canned_set(&c, HEAD("403 Forbidden") "Content-Length: 2\r\n\r\n{}");
+	CHECK_ST(backend_orch_get(b, &o, "x", &s, &e), BACKEND_DENIED);
+	CHECK(strcmp(e.message, "HTTP 403") == 0);
+	canned_set(&c, HEAD("415 Unsupported Media Type") "Content-Length: 0\r\n\r\n");
+	CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_INVALID);
+	canned_set(&c, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 14\r\n\r\n<html>x</html>");
+	CHECK_ST(backend_orch_list(b, &o, &(struct backend_sandbox_list){0}, &e),
+		 BACKEND_SERVER_ERROR);
+	CHECK(strcmp(e.message, "HTTP 502") == 0);
+	/* A status with a url that is not http(s): refused. */
+	canned_set(&c, answer("201 Created",
+			    "{\"id\":\"x\",\"status\":\"ready\",\"url\":\"file:///etc/passwd\"}"));
+	CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_BAD_ANSWER);
+	CHECK(s.id == NULL && s.url == NULL);
+	/* Missing id; wrong types. */
+	canned_set(&c, answer("201 Created", "{\"status\":\"ready\"}"));
+	CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_BAD_ANSWER);
+	canned_set(&c, answer("200 OK", "{\"id\":\"x\",\"status\":123}"));
+	CHECK_ST(backend_orch_get(b, &o, "x", &s, &e), BACKEND_BAD_ANSWER);
+	/* An answer about another sandbox. */
+	canned_set(&c, answer("200 OK", "{\"id\":\"y\",\"status\":\"ready\"}"));
+	CHECK_ST(backend_orch_get(b, &o, "x", &s, &e), BACKEND_BAD_ANSWER);
+	/* An answer cut short: the outcome is unknown. */
+	canned_set(&c, HEAD("201 Created") "Content-Length: 500\r\n\r\n{\"id\":\"x\",");
+	CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_ANSWER_LOST);
+	no_secret(&e, c.url, c.port, token);
+	/* Nothing at all. */
+	canned_set(&c, "");
+	CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_ANSWER_LOST);
+	no_secret(&e, c.url, c.port, token);
+	/* A server that echoes secrets in its error: they never pass on. */
+	{
+		char body[400];
+
+		snprintf(body, sizeof(body),
+			 "{\"error\":\"bad token %s for %s/v1/sandbox at 127.0.0.1:%d\"}", token,
+			 c.url, c.port);
+		snprintf(echo, sizeof(echo), HEAD("400 Bad Request") "Content-Length: %zu\r\n\r\n%s",
+			 strlen(body), body);
+		canned_set(&c, echo);
+		CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_INVALID);
+		CHECK(strstr(e.message, "[redacted]") != NULL);
+		no_secret(&e, c.url, c.port, token);
+	}
+	/* The sandbox contract's calls too: 429 on a file call. */
+	canned_set(&c, HEAD("429 Too Many Requests") "Content-Length: 0\r\n\r\n");
+	CHECK_ST(backend_health(b, c.url, &e), BACKEND_EXHAUSTED);
+	canned_stop(&c);
+}
+
+int main(int argc, char **argv)
+{
+	harness_init(argc, argv);
+	server_start_orchestrator(&orch);
+	b = backend_new(NULL);
+	lifecycle();
+	lost_create();
+	canned_answers();
+	printf("messages checked for secrets: %d\n", messages_checked);
+	backend_free(b);
+	server_stop(&orch);
+	return check_done("test_orch");
+}
