@@ -63,7 +63,7 @@ static void *busy_thread(void *p)
 	struct backend_exec_result r;
 	struct backend_error e;
 
-	a->st = backend_execute(b, srv.url, "sleep 1", 30, &r, &e);
+	a->st = backend_execute(b, srv.url, "touch busy.marker; sleep 2", 30, &r, &e);
 	backend_exec_result_clear(&r);
 	return NULL;
 }
@@ -91,9 +91,16 @@ static void error_classes(void)
 	CHECK_ST(backend_file_get(b, srv.url, "fifo", fd, &got, &e), BACKEND_INVALID);
 	CHECK(e.http_status == 400 && backend_errno(e.status, BACKEND_OP_FILE) == EINVAL);
 
-	/* 409: one seat. */
+	/* 409: one seat. The marker says the first command is running. */
 	pthread_create(&t, NULL, busy_thread, &a);
-	usleep(300000);
+	{
+		char marker[400];
+		struct stat sb;
+
+		snprintf(marker, sizeof(marker), "%s/busy.marker", srv.workspace);
+		for (int i = 0; i < 1000 && stat(marker, &sb) != 0; i++)
+			usleep(10000);
+	}
 	CHECK_ST(backend_execute(b, srv.url, "echo second", 30, &r, &e), BACKEND_CONFLICT);
 	CHECK(e.http_status == 409 && backend_errno(e.status, BACKEND_OP_EXECUTE) == EBUSY);
 	CHECK(strstr(e.message, "already running") != NULL); /* the server's words */
