@@ -52,9 +52,10 @@ build() {
 		extra+=(-Db_sanitize=address,undefined -Db_lundef=false)
 	fi
 	if [ ! -f "$dir/build.ninja" ]; then
-		meson setup "$dir" --werror "${extra[@]}" >/dev/null
+		meson setup "$dir" --werror "${extra[@]}" >&2 || return 1
 	fi
-	ninja -C "$dir" >/dev/null || ninja -C "$dir"
+	# Progress goes to stderr: stdout carries only the build directory.
+	ninja -C "$dir" >&2 || return 1
 	echo "$dir"
 }
 

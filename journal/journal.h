@@ -10,6 +10,20 @@
  * Files: DIR/journal (0600, in a 0700 DIR). A torn tail is copied aside to
  * DIR/journal.torn.<time> and cut. Compaction writes DIR/journal.new and
  * renames it over DIR/journal.
+ *
+ * DIR is created 0700 (with missing parents); an existing DIR owned by this
+ * user but open to group or others is made 0700 (the files hold sandbox
+ * URLs); one owned by another user is refused (-EACCES). DIR/lock is
+ * flock'ed while the journal is open: a second open of the same DIR gets
+ * -EBUSY. A stale DIR/journal.new (a compaction that crashed before its
+ * rename) is removed at open.
+ *
+ * Frame: magic "SFJR", u16 version, u16 flags, u32 payload length (at most
+ * 64 MiB), crc32 of those 12 bytes, crc32 of header and payload, then the
+ * payload as tag-length-value fields (journal_i.h). The header's own
+ * checksum means a damaged length is never taken for a torn tail. A last
+ * record cut short, or a tail of zero bytes (the file grew, its data never
+ * reached the disk), is torn; any other bad record is damage.
  */
 #ifndef SANDBOXFS_JOURNAL_H
 #define SANDBOXFS_JOURNAL_H
@@ -47,6 +61,12 @@ enum journal_kind {
 	JOURNAL_DELETE_UNCONFIRMED, /* sandbox, error */
 	/* Small facts the mount keeps per sandbox. */
 	JOURNAL_SET_TIMEOUT, /* sandbox, timeout_s */
+	/* Written by compaction only: the scalar facts of one sandbox (after
+	 * its runs and uploads), or with sandbox NULL the journal-wide facts
+	 * (upload_id: the highest upload id ever given). */
+	JOURNAL_SNAPSHOT, /* sandbox, sb_state, owned, url, pool, image, port,
+			     idle_s, timeout_s, time_ms = created, seq =
+			     last_seq, commands_run, error = last_error */
 	JOURNAL_KIND_MAX
 };
 
@@ -85,6 +105,10 @@ struct journal_record {
 	uint64_t size;
 	uint32_t checksum;  /* zlib crc32 of the uploaded bytes */
 	char *error;        /* why: FAILED, UNKNOWN, NOT_RUN, UNCONFIRMED */
+	/* SNAPSHOT only. */
+	int sb_state; /* enum journal_sandbox_state */
+	bool owned;
+	uint64_t commands_run;
 };
 void journal_record_clear(struct journal_record *r);
 const char *journal_kind_name(enum journal_kind kind);
@@ -222,7 +246,9 @@ void journal_close(struct journal *j);
 
 /* Appends r (time_ms 0 = now) and applies it to the live state. With
  * durable, returns only once the record is on disk (fdatasync). Thread
- * safe. May compact. Returns 0 or -errno. */
+ * safe. May compact. Returns 0 or -errno: -EFBIG for a record over 64 MiB
+ * (keep large outputs in files); after a failed fdatasync every later
+ * append fails with -EIO (what reached the disk is no longer known). */
 int journal_append(struct journal *j, const struct journal_record *r, bool durable);
 
 /* Makes every earlier append durable. */
@@ -252,8 +278,10 @@ int journal_dump(const char *path, FILE *out);
 /* The registry of journals this user has used
  * ($XDG_STATE_HOME/sandboxfs/journals, one directory per line). */
 int journal_registry_add(const char *dir);
-/* Prints one line per registered journal: "ok", "damaged: ..." or
- * "missing". Returns the number of journals that are not ok. */
+/* Prints one line per registered journal: "ok DIR" (a torn last record,
+ * which the next open cuts, is noted after it), "damaged DIR: <why, with
+ * the file and byte offset>" or "missing DIR". Returns the number of
+ * journals that are not ok. */
 int journal_registry_check(FILE *out);
 
 #endif

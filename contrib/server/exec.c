@@ -157,7 +157,8 @@ static bool stream_read(struct stream *s, bool *truncated)
 	}
 }
 
-int exec_run(const struct exec_spec *spec, struct exec_result *res, char *err, size_t errlen)
+int exec_run(const struct exec_spec *spec, struct exec_result *res, char *err,
+	     size_t errlen)
 {
 	int outp[2] = {-1, -1}, errp[2] = {-1, -1};
 	posix_spawn_file_actions_t fa;
@@ -190,7 +191,7 @@ int exec_run(const struct exec_spec *spec, struct exec_result *res, char *err, s
 	posix_spawnattr_setsigdefault(&attr, &defs);
 	posix_spawnattr_setpgroup(&attr, 0);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-						POSIX_SPAWN_SETSIGDEF);
+					    POSIX_SPAWN_SETSIGDEF);
 	start = now_ms();
 	rc = posix_spawn(&pid, spec->shell, &fa, &attr, argv,
 			 spec->envp ? spec->envp : environ);
@@ -238,7 +239,7 @@ int exec_run(const struct exec_spec *spec, struct exec_result *res, char *err, s
 		if (exited)
 			wait = (int)(drain_until - now);
 		else if (deadline)
-			wait = (int)(deadline - now);
+			wait = deadline - now > 60000 ? 60000 : (int)(deadline - now);
 		if (!exited && pidfd < 0 && (wait < 0 || wait > 50))
 			wait = 50; /* no pidfd: poll for the exit */
 		if (poll(p, (nfds_t)np, wait) < 0 && errno != EINTR)

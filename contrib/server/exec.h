@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define EXEC_STREAM_CAP (1024 * 1024)
+#define EXEC_STREAM_CAP	  (1024 * 1024)
 #define EXEC_TIMEOUT_EXIT 124
 
 struct exec_result {
@@ -25,8 +25,8 @@ struct exec_result {
 
 struct exec_spec {
 	const char *shell;
-	int cwd_fd;         /* the workspace */
-	char *const *envp;  /* NULL: the server's environment */
+	int cwd_fd;	   /* the workspace */
+	char *const *envp; /* NULL: the server's environment */
 	const char *command;
 	long long timeout_ms; /* 0: no limit */
 	/* While the command runs its process group id is stored here, so
@@ -36,7 +36,8 @@ struct exec_spec {
 
 /* Returns 0 (the result is filled; free it with exec_result_free), or -1
  * with a message in err when the command could not be started. */
-int exec_run(const struct exec_spec *spec, struct exec_result *res, char *err, size_t errlen);
+int exec_run(const struct exec_spec *spec, struct exec_result *res, char *err,
+	     size_t errlen);
 
 void exec_result_free(struct exec_result *res);
 

@@ -49,7 +49,8 @@ const char *faults_from_json(struct faults *out, const cJSON *obj)
 				return "fault switches must be booleans";
 			*flag = cJSON_IsTrue(it);
 		} else if (strcmp(k, "error_rate") == 0) {
-			if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 1)
+			if (!cJSON_IsNumber(it) || it->valuedouble < 0 ||
+			    it->valuedouble > 1)
 				return "error_rate must be a number from 0 to 1";
 			f.error_rate = it->valuedouble;
 		} else if (strcmp(k, "delay_ms") == 0) {

@@ -14,9 +14,9 @@ struct cJSON;
 
 /* Which requests a fault set applies to. /_admin/ never is faulted. */
 enum fault_routes {
-	FAULT_ROUTES_ALL,          /* every route but /_admin/ */
-	FAULT_ROUTES_EXECUTE,      /* POST /execute */
-	FAULT_ROUTES_FILES,        /* /files/... */
+	FAULT_ROUTES_ALL,	   /* every route but /_admin/ */
+	FAULT_ROUTES_EXECUTE,	   /* POST /execute */
+	FAULT_ROUTES_FILES,	   /* /files/... */
 	FAULT_ROUTES_ORCHESTRATOR, /* /v1/... */
 };
 
@@ -24,7 +24,7 @@ struct faults {
 	bool lose_answer;     /* do the work, then close without answering */
 	bool drop_before;     /* close before doing the work */
 	double error_rate;    /* 0..1: answer 500 without doing the work */
-	long delay_ms;        /* sleep before every answer */
+	long delay_ms;	      /* sleep before every answer */
 	bool malformed_json;  /* JSON answers are cut and garbled */
 	bool hostile_listing; /* listings carry invalid entries too */
 	enum fault_routes routes;

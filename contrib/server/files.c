@@ -55,9 +55,9 @@ int files_normalize(const char *in, char **out, struct files_error *err)
 int files_open_beneath(int dirfd, const char *rel, int flags, mode_t mode)
 {
 	struct open_how how = {
-		.flags = (unsigned long long)(flags | O_CLOEXEC),
-		.mode = (flags & O_CREAT) ? mode : 0,
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+	    .flags = (unsigned long long)(flags | O_CLOEXEC),
+	    .mode = (flags & O_CREAT) ? mode : 0,
+	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
 	};
 	long fd;
 
@@ -138,22 +138,28 @@ cJSON *files_list(int dirfd, struct files_error *err)
 			continue;
 		it = cJSON_CreateObject();
 		cJSON_AddStringToObject(it, "name", e->d_name);
-		cJSON_AddNumberToObject(it, "size", S_ISDIR(st.st_mode) ? 0 : (double)st.st_size);
+		cJSON_AddNumberToObject(it, "size",
+					S_ISDIR(st.st_mode) ? 0 : (double)st.st_size);
 		cJSON_AddBoolToObject(it, "isDir", S_ISDIR(st.st_mode));
 		if (n == cap) {
-			cap = cap ? cap * 2 : 64;
-			items = realloc(items, cap * sizeof(*items));
-			if (!items)
+			size_t nc = cap ? cap * 2 : 64;
+			cJSON **grown = realloc(items, nc * sizeof(*items));
+
+			if (!grown) {
+				cJSON_Delete(it);
 				break;
+			}
+			items = grown;
+			cap = nc;
 		}
 		items[n++] = it;
 	}
 	closedir(d);
-	if (n && items)
+	if (n)
 		qsort(items, n, sizeof(*items), name_cmp);
 	root = cJSON_CreateObject();
 	arr = cJSON_AddArrayToObject(root, "entries");
-	for (size_t i = 0; i < n && items; i++)
+	for (size_t i = 0; i < n; i++)
 		cJSON_AddItemToArray(arr, items[i]);
 	free(items);
 	return root;
@@ -213,7 +219,8 @@ static int mkdirs(int wsfd, char *prefix)
 		if (mkdirat(parent, seg, 0755) && errno != EEXIST) {
 			next = -errno;
 		} else {
-			next = files_open_beneath(wsfd, prefix, O_RDONLY | O_DIRECTORY, 0);
+			next =
+			    files_open_beneath(wsfd, prefix, O_RDONLY | O_DIRECTORY, 0);
 		}
 		*e = save;
 		close(parent);
@@ -268,7 +275,8 @@ int files_delete(int wsfd, const char *rel, struct files_error *err)
 		rc = fail(err, files_errno_status(errno, &msg), NULL);
 		err->msg = msg;
 	} else if (S_ISDIR(st.st_mode)) {
-		int dfd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		int dfd =
+		    openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		int r = dfd < 0 ? -errno : clear_dir(dfd);
 
 		if (!r && unlinkat(pfd, name, AT_REMOVEDIR))

@@ -19,57 +19,64 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"usage: sandbox-server [OPTIONS]\n"
-		"       sandbox-server --orchestrator --root DIR [OPTIONS]\n"
-		"\n"
-		"Without --orchestrator, serves one sandbox's contract (POST /execute,\n"
-		"GET|PUT|DELETE /files/PATH, GET /healthz) over a workspace directory,\n"
-		"configured like the reference server by SANDBOX_WORKSPACE (default\n"
-		"/workspace), SANDBOX_PORT (3000) and SANDBOX_SHELL (/bin/sh).\n"
-		"\n"
-		"With --orchestrator, serves /v1/sandbox and /v1/sandbox-pool; each\n"
-		"sandbox is a contract server on its own 127.0.0.1 port with its workspace\n"
-		"in ROOT/ID/workspace, and is served again on the same port after a restart.\n"
-		"\n"
-		"Options (both modes):\n"
-		"  --listen ADDR        address to listen on (default 127.0.0.1)\n"
-		"  --port N             port (0: ephemeral; overrides SANDBOX_PORT)\n"
-		"  --port-file PATH     write the bound port there, atomically, once\n"
-		"                       connections are accepted\n"
-		"  --workspace DIR      the workspace (overrides SANDBOX_WORKSPACE)\n"
-		"  --shell PATH         the shell for commands (overrides SANDBOX_SHELL)\n"
-		"  --faults             serve the test routes /_admin/faults (GET, POST),\n"
-		"                       /_admin/stats and /_admin/log; in orchestrator mode\n"
-		"                       every sandbox serves them too, and a POST to the\n"
-		"                       orchestrator's /_admin/faults sets every sandbox's\n"
-		"  --fault NAME[=VALUE] switch a fault on from the start (repeatable):\n"
-		"                       lose_answer, drop_before, malformed_json,\n"
-		"                       hostile_listing (true|false, default true),\n"
-		"                       error_rate=0..1, delay_ms=N,\n"
-		"                       routes=all|execute|files|orchestrator\n"
-		"  --help, --version\n"
-		"\n"
-		"Orchestrator mode:\n"
-		"  --orchestrator       serve the orchestrator API\n"
-		"  --root DIR           where sandboxes live (created, mode 0700)\n"
-		"  --token-file PATH    require 'Authorization: Bearer TOKEN' with the\n"
-		"                       token read from PATH (first line)\n"
-		"  --pool NAME          a pool (repeatable; default: one pool 'default')\n"
-		"\n"
-		"Faults (JSON of /_admin/faults; POST replaces the whole set):\n"
-		"  lose_answer          do the work, then close without answering\n"
-		"  drop_before          close the connection before doing the work\n"
-		"  error_rate           answer 500 at this rate, without doing the work\n"
-		"  delay_ms             wait this long before every answer\n"
-		"  malformed_json       JSON answers are cut short\n"
-		"  hostile_listing      listings also hold entries named '..', '.', 'a/b',\n"
-		"                       '' and '/etc/passwd', a negative size, a number as\n"
-		"                       a name and a missing size\n"
-		"  routes               the routes they apply to (never /_admin/)\n"
-		"/_admin/stats counts connections, requests, executes, commands, timeouts,\n"
-		"busy, puts, gets, lists, deletes, health, creates, destroys, errors,\n"
-		"faults. /_admin/log lists the last 1000 commands started by /execute.\n");
+	fprintf(
+	    out,
+	    "usage: sandbox-server [OPTIONS]\n"
+	    "       sandbox-server --orchestrator --root DIR [OPTIONS]\n"
+	    "\n"
+	    "Without --orchestrator, serves one sandbox's contract (POST /execute,\n"
+	    "GET|PUT|DELETE /files/PATH, GET /healthz) over a workspace directory,\n"
+	    "configured like the reference server by SANDBOX_WORKSPACE (default\n"
+	    "/workspace), SANDBOX_PORT (3000) and SANDBOX_SHELL (/bin/sh).\n"
+	    "\n"
+	    "With --orchestrator, serves /v1/sandbox and /v1/sandbox-pool; each\n"
+	    "sandbox is a contract server on its own 127.0.0.1 port with its workspace\n"
+	    "in ROOT/ID/workspace, and is served again on the same port after a "
+	    "restart.\n"
+	    "\n"
+	    "Options (both modes):\n"
+	    "  --listen ADDR        address to listen on (default 127.0.0.1); an\n"
+	    "                       orchestrator's sandboxes always use 127.0.0.1\n"
+	    "  --port N             port (0: ephemeral; overrides SANDBOX_PORT)\n"
+	    "  --port-file PATH     write the bound port there, atomically, once\n"
+	    "                       connections are accepted\n"
+	    "  --workspace DIR      the workspace (overrides SANDBOX_WORKSPACE)\n"
+	    "  --shell PATH         the shell for commands (overrides SANDBOX_SHELL)\n"
+	    "  --faults             serve the test routes /_admin/faults (GET, POST),\n"
+	    "                       /_admin/stats and /_admin/log; in orchestrator mode\n"
+	    "                       every sandbox serves them too, and a POST to the\n"
+	    "                       orchestrator's /_admin/faults sets every sandbox's\n"
+	    "  --fault NAME[=VALUE] switch a fault on from the start (repeatable):\n"
+	    "                       lose_answer, drop_before, malformed_json,\n"
+	    "                       hostile_listing (true|false, default true),\n"
+	    "                       error_rate=0..1, delay_ms=N,\n"
+	    "                       routes=all|execute|files|orchestrator\n"
+	    "  --help, --version\n"
+	    "\n"
+	    "Orchestrator mode:\n"
+	    "  --orchestrator       serve the orchestrator API\n"
+	    "  --root DIR           where sandboxes live (created, mode 0700)\n"
+	    "  --token-file PATH    require 'Authorization: Bearer TOKEN' with the\n"
+	    "                       token read from PATH (first line)\n"
+	    "  --pool NAME[:MAX]    a pool, at most MAX live sandboxes (then 429)\n"
+	    "                       (repeatable; default: one pool 'default')\n"
+	    "  --machinery          new workspaces hold what a real orchestrator's\n"
+	    "                       agent leaves in the root: .pool/, .sandbox-agent,\n"
+	    "                       .pool-exec.fifo, .pool-shim.log\n"
+	    "\n"
+	    "Faults (JSON of /_admin/faults; POST replaces the whole set):\n"
+	    "  lose_answer          do the work, then close without answering\n"
+	    "  drop_before          close the connection before doing the work\n"
+	    "  error_rate           answer 500 at this rate, without doing the work\n"
+	    "  delay_ms             wait this long before every answer\n"
+	    "  malformed_json       JSON answers are cut short\n"
+	    "  hostile_listing      listings also hold entries named '..', '.', 'a/b',\n"
+	    "                       '' and '/etc/passwd', a negative size, a number as\n"
+	    "                       a name and a missing size\n"
+	    "  routes               the routes they apply to (never /_admin/)\n"
+	    "/_admin/stats counts connections, requests, executes, commands, timeouts,\n"
+	    "busy, puts, gets, lists, deletes, health, creates, destroys, errors,\n"
+	    "faults. /_admin/log lists the last 1000 commands started by /execute.\n");
 }
 
 /* Write the port to path through a temporary file and a rename, so a
@@ -106,7 +113,8 @@ static char *read_token(const char *path)
 		free(line);
 		return NULL;
 	}
-	while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' '))
+	while (n > 0 &&
+	       (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' '))
 		line[--n] = '\0';
 	if (n == 0) {
 		free(line);
@@ -128,32 +136,48 @@ static int parse_port(const char *s, uint16_t *port)
 
 int main(int argc, char **argv)
 {
-	enum { O_LISTEN = 256, O_PORT, O_PORT_FILE, O_WORKSPACE, O_SHELL, O_FAULTS, O_FAULT,
-	       O_ORCH, O_ROOT, O_TOKEN_FILE, O_POOL, O_HELP, O_VERSION };
-	static const struct option opts[] = {
-		{"listen", required_argument, NULL, O_LISTEN},
-		{"port", required_argument, NULL, O_PORT},
-		{"port-file", required_argument, NULL, O_PORT_FILE},
-		{"workspace", required_argument, NULL, O_WORKSPACE},
-		{"shell", required_argument, NULL, O_SHELL},
-		{"faults", no_argument, NULL, O_FAULTS},
-		{"fault", required_argument, NULL, O_FAULT},
-		{"orchestrator", no_argument, NULL, O_ORCH},
-		{"root", required_argument, NULL, O_ROOT},
-		{"token-file", required_argument, NULL, O_TOKEN_FILE},
-		{"pool", required_argument, NULL, O_POOL},
-		{"help", no_argument, NULL, O_HELP},
-		{"version", no_argument, NULL, O_VERSION},
-		{NULL, 0, NULL, 0},
+	enum {
+		O_LISTEN = 256,
+		O_PORT,
+		O_PORT_FILE,
+		O_WORKSPACE,
+		O_SHELL,
+		O_FAULTS,
+		O_FAULT,
+		O_ORCH,
+		O_ROOT,
+		O_MACHINERY,
+		O_TOKEN_FILE,
+		O_POOL,
+		O_HELP,
+		O_VERSION
 	};
-	const char *listen = "127.0.0.1", *port_file = NULL, *root = NULL, *token_file = NULL;
+	static const struct option opts[] = {
+	    {"listen", required_argument, NULL, O_LISTEN},
+	    {"port", required_argument, NULL, O_PORT},
+	    {"port-file", required_argument, NULL, O_PORT_FILE},
+	    {"workspace", required_argument, NULL, O_WORKSPACE},
+	    {"shell", required_argument, NULL, O_SHELL},
+	    {"faults", no_argument, NULL, O_FAULTS},
+	    {"fault", required_argument, NULL, O_FAULT},
+	    {"orchestrator", no_argument, NULL, O_ORCH},
+	    {"root", required_argument, NULL, O_ROOT},
+	    {"machinery", no_argument, NULL, O_MACHINERY},
+	    {"token-file", required_argument, NULL, O_TOKEN_FILE},
+	    {"pool", required_argument, NULL, O_POOL},
+	    {"help", no_argument, NULL, O_HELP},
+	    {"version", no_argument, NULL, O_VERSION},
+	    {NULL, 0, NULL, 0},
+	};
+	const char *listen = "127.0.0.1", *port_file = NULL, *root = NULL,
+		   *token_file = NULL;
 	const char *workspace = getenv("SANDBOX_WORKSPACE");
 	const char *shell = getenv("SANDBOX_SHELL");
 	const char *env_port = getenv("SANDBOX_PORT");
 	const char *pools[MAX_POOLS];
 	size_t npools = 0;
 	uint16_t port = 3000;
-	bool admin = false, orchestrator = false;
+	bool admin = false, orchestrator = false, machinery = false;
 	struct faults faults = {0};
 	char err[256];
 	int c, sig;
@@ -191,7 +215,8 @@ int main(int argc, char **argv)
 		case O_FAULT:
 			e = faults_set(&faults, optarg);
 			if (e) {
-				fprintf(stderr, "sandbox-server: --fault %s: %s\n", optarg, e);
+				fprintf(stderr, "sandbox-server: --fault %s: %s\n",
+					optarg, e);
 				return 2;
 			}
 			break;
@@ -201,19 +226,34 @@ int main(int argc, char **argv)
 		case O_ROOT:
 			root = optarg;
 			break;
+		case O_MACHINERY:
+			machinery = true;
+			break;
 		case O_TOKEN_FILE:
 			token_file = optarg;
 			break;
-		case O_POOL:
-			if (npools == MAX_POOLS || !orch_valid_id(optarg) || strlen(optarg) > 54) {
+		case O_POOL: {
+			const char *colon = strchr(optarg, ':');
+			char name[64];
+			char *end = NULL;
+			size_t n = colon ? (size_t)(colon - optarg) : strlen(optarg);
+
+			snprintf(name, sizeof(name), "%.*s", (int)(n < 63 ? n : 63),
+				 optarg);
+			if (npools == MAX_POOLS || n > 54 || !orch_valid_id(name) ||
+			    (colon && (strtol(colon + 1, &end, 10) <= 0 || *end))) {
 				fprintf(stderr,
-					"sandbox-server: a pool name is a lowercase label of at "
-					"most 54 characters (at most %d pools)\n",
+					"sandbox-server: --pool NAME[:MAX]: NAME is a "
+					"lowercase "
+					"label of at most 54 characters, MAX a positive "
+					"number "
+					"(at most %d pools)\n",
 					MAX_POOLS);
 				return 2;
 			}
 			pools[npools++] = optarg;
 			break;
+		}
 		case O_HELP:
 			usage(stdout);
 			return 0;
@@ -237,9 +277,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "sandbox-server: --orchestrator needs --root DIR\n");
 		return 2;
 	}
-	if (!orchestrator && (root || token_file || npools)) {
-		fprintf(stderr, "sandbox-server: --root, --token-file and --pool need "
-				"--orchestrator\n");
+	if (!orchestrator && (root || token_file || npools || machinery)) {
+		fprintf(
+		    stderr,
+		    "sandbox-server: --root, --token-file, --pool and --machinery need "
+		    "--orchestrator\n");
 		return 2;
 	}
 
@@ -268,15 +310,16 @@ int main(int argc, char **argv)
 		if (!npools)
 			pools[npools++] = "default";
 		struct orch_config oc = {
-			.root = root,
-			.token = token,
-			.pools = pools,
-			.npools = npools,
-			.listen = listen,
-			.port = port,
-			.shell = shell,
-			.admin = admin,
-			.faults = faults,
+		    .root = root,
+		    .token = token,
+		    .pools = pools,
+		    .npools = npools,
+		    .listen = listen,
+		    .port = port,
+		    .shell = shell,
+		    .admin = admin,
+		    .machinery = machinery,
+		    .faults = faults,
 		};
 
 		o = orch_start(&oc, err, sizeof(err));
@@ -291,12 +334,12 @@ int main(int argc, char **argv)
 		bound = orch_port(o);
 	} else {
 		struct sandbox_config sc = {
-			.workspace = workspace,
-			.shell = shell,
-			.listen = listen,
-			.port = port,
-			.admin = admin,
-			.faults = faults,
+		    .workspace = workspace,
+		    .shell = shell,
+		    .listen = listen,
+		    .port = port,
+		    .admin = admin,
+		    .faults = faults,
 		};
 
 		sb = sandbox_start(&sc, err, sizeof(err));

@@ -18,14 +18,14 @@
 #include "sandbox.h"
 #include "svc.h"
 
-#define META_NAME "sandbox.json"
+#define META_NAME     "sandbox.json"
 #define CONTRACT_PORT 3000 /* the reference server's port, for "urls" */
 
 struct box {
 	char id[64];
 	char *pool, *image, *error;
-	int cport;      /* the sandbox's own port, the key of "urls" */
-	uint16_t port;  /* where it is served on 127.0.0.1 */
+	int cport;     /* the sandbox's own port, the key of "urls" */
+	uint16_t port; /* where it is served on 127.0.0.1 */
 	const char *status;
 	cJSON *cpu, *memory, *environment; /* as given */
 	long idle_s, timeout_s;
@@ -42,9 +42,11 @@ struct orch {
 	int rootfd, lockfd;
 	char *token;
 	char **pools;
+	long *pool_max; /* 0: no limit */
 	size_t npools;
 	char *shell;
 	bool admin;
+	bool machinery;
 	struct faults sandbox_faults;
 	pthread_t reaper;
 	bool reaper_started;
@@ -58,7 +60,8 @@ bool orch_valid_id(const char *s)
 	if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
 		return false;
 	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
+		      s[i] == '-'))
 			return false;
 	return true;
 }
@@ -160,13 +163,14 @@ static int box_save(struct orch *o, const struct box *b)
 	dfd = openat(o->rootfd, b->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
 		goto out;
-	fd = openat(dfd, META_NAME ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-		    0600);
+	fd = openat(dfd, META_NAME ".tmp",
+		    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd >= 0) {
 		size_t len = strlen(text);
 
 		if (write(fd, text, len) == (ssize_t)len && fsync(fd) == 0 &&
-		    renameat(dfd, META_NAME ".tmp", dfd, META_NAME) == 0 && fsync(dfd) == 0)
+		    renameat(dfd, META_NAME ".tmp", dfd, META_NAME) == 0 &&
+		    fsync(dfd) == 0)
 			rc = 0;
 		close(fd);
 	}
@@ -184,16 +188,17 @@ static void box_serve(struct orch *o, struct box *b, uint16_t port)
 	size_t n = 0;
 	const cJSON *it;
 	struct sandbox_config sc = {
-		.shell = o->shell,
-		.port = port,
-		.admin = o->admin,
-		.faults = o->sandbox_faults,
+	    .shell = o->shell,
+	    .port = port,
+	    .admin = o->admin,
+	    .faults = o->sandbox_faults,
 	};
 
 	snprintf(ws, sizeof(ws), "%s/%s/workspace", o->root, b->id);
 	sc.workspace = ws;
 	if (cJSON_IsObject(b->environment)) {
-		env = calloc((size_t)cJSON_GetArraySize(b->environment) + 1, sizeof(char *));
+		env = calloc((size_t)cJSON_GetArraySize(b->environment) + 1,
+			     sizeof(char *));
 		cJSON_ArrayForEach(it, b->environment)
 		{
 			if (env && cJSON_IsString(it) &&
@@ -216,6 +221,32 @@ static void box_serve(struct orch *o, struct box *b, uint16_t port)
 		free(b->error);
 		b->error = strdup(err);
 	}
+}
+
+/* What a real orchestrator's agent leaves in the workspace root
+ * (CONTRACT.md), for clients that must hide it. */
+static void machinery_create(struct orch *o, const struct box *b)
+{
+	char ws[4096];
+	int dfd, fd;
+
+	snprintf(ws, sizeof(ws), "%s/%s/workspace", o->root, b->id);
+	dfd = open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	mkdirat(dfd, ".pool", 0755);
+	mkfifoat(dfd, ".pool-exec.fifo", 0600);
+	fd = openat(dfd, ".sandbox-agent", O_WRONLY | O_CREAT | O_CLOEXEC, 0755);
+	if (fd >= 0) {
+		(void)!write(fd, "#!/bin/sh\n", 10);
+		close(fd);
+	}
+	fd = openat(dfd, ".pool-shim.log", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		(void)!write(fd, "shim started\n", 13);
+		close(fd);
+	}
+	close(dfd);
 }
 
 /* Stop serving a box and remove it from disk. The box is no longer in
@@ -250,10 +281,39 @@ static bool pool_known(struct orch *o, const char *name)
 	return false;
 }
 
+static long pool_live(struct orch *o, const char *name)
+{
+	long live = 0;
+
+	for (struct box *b = o->boxes; b; b = b->next)
+		live += b->pool && !strcmp(b->pool, name);
+	return live;
+}
+
+/* True when the pool has a size and it is used up. Caller holds the lock. */
+static bool pool_full(struct orch *o, const char *name)
+{
+	for (size_t i = 0; i < o->npools; i++)
+		if (!strcmp(o->pools[i], name))
+			return o->pool_max[i] > 0 && pool_live(o, name) >= o->pool_max[i];
+	return false;
+}
+
 static const char *const create_fields[] = {
-	"pool",     "image",    "port",      "id",          "idleTimeoutSeconds",
-	"timeoutSeconds", "environment", "ports", "artifacts", "command",
-	"cpu",      "memory",   "runtimeClass", "volumes",
+    "pool",
+    "image",
+    "port",
+    "id",
+    "idleTimeoutSeconds",
+    "timeoutSeconds",
+    "environment",
+    "ports",
+    "artifacts",
+    "command",
+    "cpu",
+    "memory",
+    "runtimeClass",
+    "volumes",
 };
 
 /* Check a create body. Returns 0, or an HTTP status with msg set. */
@@ -269,7 +329,8 @@ static int create_check(struct orch *o, const cJSON *in, char *msg, size_t len)
 	cJSON_ArrayForEach(it, in)
 	{
 		known = false;
-		for (size_t i = 0; i < sizeof(create_fields) / sizeof(*create_fields); i++)
+		for (size_t i = 0; i < sizeof(create_fields) / sizeof(*create_fields);
+		     i++)
 			known = known || !strcmp(it->string, create_fields[i]);
 		if (!known) {
 			snprintf(msg, len, "unknown field: %.60s", it->string);
@@ -298,18 +359,21 @@ static int create_check(struct orch *o, const cJSON *in, char *msg, size_t len)
 		return 400;
 	}
 	if (pool) {
-		static const char *const poolless[] = {"cpu", "memory", "runtimeClass", "volumes"};
+		static const char *const poolless[] = {"cpu", "memory", "runtimeClass",
+						       "volumes"};
 
 		for (size_t i = 0; i < 4; i++)
 			if (cJSON_GetObjectItemCaseSensitive(in, poolless[i])) {
-				snprintf(msg, len, "%s is only for creates without a pool",
+				snprintf(msg, len,
+					 "%s is only for creates without a pool",
 					 poolless[i]);
 				return 400;
 			}
 	}
 	if (id && (!cJSON_IsString(id) || !orch_valid_id(id->valuestring))) {
 		snprintf(msg, len,
-			 "id must be an RFC 1123 label: lowercase letters, digits and interior "
+			 "id must be an RFC 1123 label: lowercase letters, digits and "
+			 "interior "
 			 "hyphens, at most 63 characters");
 		return 400;
 	}
@@ -328,8 +392,8 @@ static int create_check(struct orch *o, const cJSON *in, char *msg, size_t len)
 		const cJSON *v;
 		bool ok = cJSON_IsObject(it);
 
-		cJSON_ArrayForEach(v, it) ok = ok && cJSON_IsString(v) && *v->string &&
-					       !strchr(v->string, '=');
+		cJSON_ArrayForEach(v, it) ok =
+		    ok && cJSON_IsString(v) && *v->string && !strchr(v->string, '=');
 		if (!ok) {
 			snprintf(msg, len, "environment must map names to strings");
 			return 400;
@@ -351,15 +415,18 @@ static int create_check(struct orch *o, const cJSON *in, char *msg, size_t len)
 		snprintf(msg, len, "command must be a string or a list of strings");
 		return 400;
 	}
-	if ((it = cJSON_GetObjectItemCaseSensitive(in, "artifacts")) && !cJSON_IsArray(it)) {
+	if ((it = cJSON_GetObjectItemCaseSensitive(in, "artifacts")) &&
+	    !cJSON_IsArray(it)) {
 		snprintf(msg, len, "artifacts must be a list");
 		return 400;
 	}
-	if ((it = cJSON_GetObjectItemCaseSensitive(in, "volumes")) && !cJSON_IsArray(it)) {
+	if ((it = cJSON_GetObjectItemCaseSensitive(in, "volumes")) &&
+	    !cJSON_IsArray(it)) {
 		snprintf(msg, len, "volumes must be a list");
 		return 400;
 	}
-	if ((it = cJSON_GetObjectItemCaseSensitive(in, "runtimeClass")) && !cJSON_IsString(it)) {
+	if ((it = cJSON_GetObjectItemCaseSensitive(in, "runtimeClass")) &&
+	    !cJSON_IsString(it)) {
 		snprintf(msg, len, "runtimeClass must be a string");
 		return 400;
 	}
@@ -405,12 +472,15 @@ static enum MHD_Result create_finish(struct req *r)
 	b->image = image ? strdup(image->valuestring) : NULL;
 	it = cJSON_GetObjectItemCaseSensitive(in, "port");
 	b->cport = image ? (int)it->valuedouble : CONTRACT_PORT;
-	b->cpu = (it = cJSON_GetObjectItemCaseSensitive(in, "cpu")) ? cJSON_Duplicate(it, 1) : NULL;
-	b->memory = (it = cJSON_GetObjectItemCaseSensitive(in, "memory")) ? cJSON_Duplicate(it, 1)
-									  : NULL;
+	b->cpu = (it = cJSON_GetObjectItemCaseSensitive(in, "cpu"))
+		     ? cJSON_Duplicate(it, 1)
+		     : NULL;
+	b->memory = (it = cJSON_GetObjectItemCaseSensitive(in, "memory"))
+			? cJSON_Duplicate(it, 1)
+			: NULL;
 	b->environment = (it = cJSON_GetObjectItemCaseSensitive(in, "environment"))
-				 ? cJSON_Duplicate(it, 1)
-				 : NULL;
+			     ? cJSON_Duplicate(it, 1)
+			     : NULL;
 	it = cJSON_GetObjectItemCaseSensitive(in, "idleTimeoutSeconds");
 	b->idle_s = it ? (long)it->valuedouble : 0;
 	it = cJSON_GetObjectItemCaseSensitive(in, "timeoutSeconds");
@@ -426,7 +496,8 @@ static enum MHD_Result create_finish(struct req *r)
 		const char *prefix = b->pool ? b->pool : "sandbox";
 
 		do
-			snprintf(b->id, sizeof(b->id), "%.54s-%08x", prefix, arc4random());
+			snprintf(b->id, sizeof(b->id), "%.54s-%08x", prefix,
+				 arc4random());
 		while (box_find(o, b->id));
 	}
 	cJSON_Delete(in);
@@ -434,6 +505,11 @@ static enum MHD_Result create_finish(struct req *r)
 		pthread_mutex_unlock(&o->lock);
 		box_free(b);
 		return svc_reply_error(r, 409, "a sandbox with this id is live");
+	}
+	if (b->pool && pool_full(o, b->pool)) {
+		pthread_mutex_unlock(&o->lock);
+		box_free(b);
+		return svc_reply_error(r, 429, "the pool is exhausted");
 	}
 	/* A directory left by an interrupted delete is not a live sandbox. */
 	struct files_error fe;
@@ -445,6 +521,8 @@ static enum MHD_Result create_finish(struct req *r)
 		return svc_reply_error(r, 500, "cannot create the sandbox directory");
 	}
 	box_serve(o, b, 0);
+	if (o->machinery && b->sb)
+		machinery_create(o, b);
 	if (box_save(o, b)) {
 		if (b->sb)
 			sandbox_stop(b->sb);
@@ -467,16 +545,14 @@ static cJSON *pools_json(struct orch *o, const char *only)
 	cJSON *arr = cJSON_CreateArray();
 
 	for (size_t i = 0; i < o->npools; i++) {
-		long live = 0;
-
 		if (only && strcmp(only, o->pools[i]))
 			continue;
-		for (struct box *b = o->boxes; b; b = b->next)
-			live += b->pool && !strcmp(b->pool, o->pools[i]);
 		cJSON *p = cJSON_CreateObject();
 
 		cJSON_AddStringToObject(p, "id", o->pools[i]);
-		cJSON_AddNumberToObject(p, "live", (double)live);
+		cJSON_AddNumberToObject(p, "live", (double)pool_live(o, o->pools[i]));
+		if (o->pool_max[i] > 0)
+			cJSON_AddNumberToObject(p, "max", (double)o->pool_max[i]);
 		cJSON_AddItemToArray(arr, p);
 	}
 	return arr;
@@ -569,7 +645,8 @@ static void orch_begin(struct req *r)
 	if (o->token) {
 		const char *auth = svc_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
 
-		if (!auth || strncmp(auth, "Bearer ", 7) || !token_ok(auth + 7, o->token)) {
+		if (!auth || strncmp(auth, "Bearer ", 7) ||
+		    !token_ok(auth + 7, o->token)) {
 			svc_fail(r, 401, "missing or wrong bearer token");
 			return;
 		}
@@ -623,9 +700,9 @@ static void orch_faults_changed(struct svc *s, const struct faults *f)
 }
 
 static const struct svc_ops orch_ops = {
-	.begin = orch_begin,
-	.finish = orch_finish_any,
-	.faults_changed = orch_faults_changed,
+    .begin = orch_begin,
+    .finish = orch_finish_any,
+    .faults_changed = orch_faults_changed,
 };
 
 /* Tear down sandboxes idle for longer than their idleTimeoutSeconds. */
@@ -674,9 +751,12 @@ static struct box *box_load(struct orch *o, const char *id)
 		return NULL;
 	b = calloc(1, sizeof(*b));
 	snprintf(b->id, sizeof(b->id), "%s", id);
-#define STR(k) (cJSON_IsString(it = cJSON_GetObjectItem(m, k)) ? strdup(it->valuestring) : NULL)
+#define STR(k)                                                                           \
+	(cJSON_IsString(it = cJSON_GetObjectItem(m, k)) ? strdup(it->valuestring) : NULL)
 #define NUM(k) (cJSON_IsNumber(it = cJSON_GetObjectItem(m, k)) ? it->valuedouble : 0)
-#define OBJ(k) ((it = cJSON_GetObjectItem(m, k)) && !cJSON_IsNull(it) ? cJSON_Duplicate(it, 1) : NULL)
+#define OBJ(k)                                                                           \
+	((it = cJSON_GetObjectItem(m, k)) && !cJSON_IsNull(it) ? cJSON_Duplicate(it, 1)  \
+							       : NULL)
 	b->pool = STR("poolId");
 	b->image = STR("image");
 	b->error = STR("error");
@@ -689,9 +769,10 @@ static struct box *box_load(struct orch *o, const char *id)
 	b->memory = OBJ("memory");
 	b->environment = OBJ("environment");
 	it = cJSON_GetObjectItem(m, "status");
-	b->status = cJSON_IsString(it) && !strcmp(it->valuestring, "failed")     ? "failed"
-		    : cJSON_IsString(it) && !strcmp(it->valuestring, "deleting") ? "deleting"
-										   : "ready";
+	b->status = cJSON_IsString(it) && !strcmp(it->valuestring, "failed") ? "failed"
+		    : cJSON_IsString(it) && !strcmp(it->valuestring, "deleting")
+			? "deleting"
+			: "ready";
 #undef STR
 #undef NUM
 #undef OBJ
@@ -730,7 +811,8 @@ static void orch_recover(struct orch *o)
 			if (!b->sb) {
 				b->port = port; /* keep the port it is known by */
 				free(b->error);
-				b->error = strdup("cannot serve the sandbox on its port again");
+				b->error =
+				    strdup("cannot serve the sandbox on its port again");
 			} else {
 				box_save(o, b);
 			}
@@ -748,12 +830,12 @@ struct orch *orch_start(const struct orch_config *c, char *err, size_t errlen)
 {
 	struct orch *o = calloc(1, sizeof(*o));
 	struct svc_config sc = {
-		.listen = c->listen,
-		.port = c->port,
-		.admin = c->admin,
-		.faults = c->faults,
-		.ops = &orch_ops,
-		.owner = o,
+	    .listen = c->listen,
+	    .port = c->port,
+	    .admin = c->admin,
+	    .faults = c->faults,
+	    .ops = &orch_ops,
+	    .owner = o,
 	};
 
 	if (!o)
@@ -764,25 +846,35 @@ struct orch *orch_start(const struct orch_config *c, char *err, size_t errlen)
 	o->token = c->token ? strdup(c->token) : NULL;
 	o->shell = strdup(c->shell ? c->shell : "/bin/sh");
 	o->admin = c->admin;
+	o->machinery = c->machinery;
 	o->sandbox_faults = c->faults;
 	o->npools = c->npools;
 	o->pools = calloc(c->npools ? c->npools : 1, sizeof(char *));
-	for (size_t i = 0; i < c->npools; i++)
-		o->pools[i] = strdup(c->pools[i]);
+	o->pool_max = calloc(c->npools ? c->npools : 1, sizeof(long));
+	for (size_t i = 0; i < c->npools; i++) {
+		const char *colon = strchr(c->pools[i], ':');
+
+		o->pools[i] = colon ? strndup(c->pools[i], (size_t)(colon - c->pools[i]))
+				    : strdup(c->pools[i]);
+		o->pool_max[i] = colon ? strtol(colon + 1, NULL, 10) : 0;
+	}
 
 	if (mkdir(o->root, 0700) && errno != EEXIST) {
-		snprintf(err, errlen, "cannot create the root %s: %s", o->root, strerror(errno));
+		snprintf(err, errlen, "cannot create the root %s: %s", o->root,
+			 strerror(errno));
 		goto fail;
 	}
 	o->rootfd = open(o->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (o->rootfd < 0) {
-		snprintf(err, errlen, "cannot open the root %s: %s", o->root, strerror(errno));
+		snprintf(err, errlen, "cannot open the root %s: %s", o->root,
+			 strerror(errno));
 		goto fail;
 	}
 	fchmod(o->rootfd, 0700);
 	o->lockfd = openat(o->rootfd, ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (o->lockfd < 0 || flock(o->lockfd, LOCK_EX | LOCK_NB)) {
-		snprintf(err, errlen, "another orchestrator is using the root %s", o->root);
+		snprintf(err, errlen, "another orchestrator is using the root %s",
+			 o->root);
 		goto fail;
 	}
 	orch_recover(o);
@@ -823,6 +915,7 @@ void orch_stop(struct orch *o)
 	for (size_t i = 0; i < o->npools; i++)
 		free(o->pools[i]);
 	free(o->pools);
+	free(o->pool_max);
 	free(o->root);
 	free(o->token);
 	free(o->shell);

@@ -21,13 +21,14 @@ struct orch;
 
 struct orch_config {
 	const char *root;
-	const char *token;        /* bearer token, or NULL for none */
-	const char *const *pools; /* pool names */
+	const char *token;	  /* bearer token, or NULL for none */
+	const char *const *pools; /* "NAME" or "NAME:MAX" (MAX live sandboxes) */
 	size_t npools;
 	const char *listen; /* the API's address; sandboxes use 127.0.0.1 */
 	uint16_t port;
 	const char *shell; /* for the sandboxes' commands */
-	bool admin;        /* /_admin/ on the API and on every sandbox */
+	bool admin;	   /* /_admin/ on the API and on every sandbox */
+	bool machinery;	   /* new workspaces hold .pool/, .sandbox-agent, ... */
 	struct faults faults;
 };
 

@@ -12,10 +12,11 @@
 
 #include "exec.h"
 #include "files.h"
+#include "jsonstr.h"
 #include "svc.h"
 
 #define EXECUTE_BODY_LIMIT (8 * 1024 * 1024)
-#define DEFAULT_TIMEOUT_S 60
+#define DEFAULT_TIMEOUT_S  60
 
 extern char **environ;
 
@@ -75,8 +76,8 @@ static void put_begin(struct req *r, const char *rel)
 			mode = st.st_mode & 07777;
 	}
 	arc4random_buf(rnd, sizeof(rnd));
-	snprintf(tmp, sizeof(tmp), FILES_TMP_PREFIX "%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0],
-		 rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	snprintf(tmp, sizeof(tmp), FILES_TMP_PREFIX "%02x%02x%02x%02x%02x%02x%02x%02x",
+		 rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
 	p = calloc(1, sizeof(*p));
 	if (!p) {
 		close(dfd);
@@ -84,7 +85,8 @@ static void put_begin(struct req *r, const char *rel)
 		return;
 	}
 	p->dirfd = dfd;
-	p->fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	p->fd =
+	    openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	p->tmp = strdup(tmp);
 	p->name = strdup(name);
 	r->ctx = p;
@@ -143,7 +145,8 @@ static enum MHD_Result put_finish(struct req *r)
 	if (renameat(p->dirfd, p->tmp, p->dirfd, p->name)) {
 		int status = files_errno_status(errno, &msg);
 
-		return svc_reply_error(r, (unsigned)status, "cannot replace the file: %s", msg);
+		return svc_reply_error(r, (unsigned)status, "cannot replace the file: %s",
+				       msg);
 	}
 	free(p->tmp);
 	p->tmp = NULL; /* renamed: nothing to remove */
@@ -159,8 +162,12 @@ static void add_hostile_entries(cJSON *listing)
 		double size;
 		int dir;
 	} bad[] = {
-		{"..", 4096, 1}, {".", 0, 1},   {"a/b", 3, 0}, {"", 1, 0},
-		{"negative-size", -5, 0}, {"/etc/passwd", 10, 0},
+	    {"..", 4096, 1},
+	    {".", 0, 1},
+	    {"a/b", 3, 0},
+	    {"", 1, 0},
+	    {"negative-size", -5, 0},
+	    {"/etc/passwd", 10, 0},
 	};
 	cJSON *arr = cJSON_GetObjectItem(listing, "entries");
 	size_t i = 0;
@@ -226,13 +233,15 @@ static enum MHD_Result get_finish(struct req *r, const char *rel)
 	}
 	fcntl(fd, F_SETFL, 0);
 	/* The response owns fd: MHD sends it with sendfile and closes it. */
-	struct MHD_Response *resp = MHD_create_response_from_fd64((uint64_t)st.st_size, fd);
+	struct MHD_Response *resp =
+	    MHD_create_response_from_fd64((uint64_t)st.st_size, fd);
 
 	if (!resp) {
 		close(fd);
 		return svc_reply_error(r, 500, "cannot send the file");
 	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				"application/octet-stream");
 	atomic_fetch_add(&r->svc->stats.gets, 1);
 	return svc_reply(r, 200, resp);
 }
@@ -265,76 +274,18 @@ static enum MHD_Result files_finish(struct req *r)
 	return ret;
 }
 
-/* Append bytes as the inside of a JSON string: valid UTF-8 passes, any
- * invalid byte becomes U+FFFD, control characters are escaped. */
-static void json_escape(char **o, const unsigned char *s, size_t n)
-{
-	char *p = *o;
-
-	for (size_t i = 0; i < n;) {
-		unsigned char c = s[i];
-		size_t len = 0;
-
-		if (c < 0x80) {
-			if (c == '"' || c == '\\') {
-				*p++ = '\\';
-				*p++ = (char)c;
-			} else if (c == '\n') {
-				*p++ = '\\';
-				*p++ = 'n';
-			} else if (c == '\t') {
-				*p++ = '\\';
-				*p++ = 't';
-			} else if (c == '\r') {
-				*p++ = '\\';
-				*p++ = 'r';
-			} else if (c < 0x20 || c == 0x7f) {
-				p += sprintf(p, "\\u%04x", c);
-			} else {
-				*p++ = (char)c;
-			}
-			i++;
-			continue;
-		}
-		if (c >= 0xc2 && c <= 0xdf)
-			len = 2;
-		else if (c >= 0xe0 && c <= 0xef)
-			len = 3;
-		else if (c >= 0xf0 && c <= 0xf4)
-			len = 4;
-		bool ok = len && i + len <= n;
-
-		for (size_t k = 1; ok && k < len; k++)
-			ok = (s[i + k] & 0xc0) == 0x80;
-		if (ok && len == 3)
-			ok = !(c == 0xe0 && s[i + 1] < 0xa0) && !(c == 0xed && s[i + 1] > 0x9f);
-		if (ok && len == 4)
-			ok = !(c == 0xf0 && s[i + 1] < 0x90) && !(c == 0xf4 && s[i + 1] > 0x8f);
-		if (ok) {
-			memcpy(p, s + i, len);
-			p += len;
-			i += len;
-		} else {
-			memcpy(p, "\xef\xbf\xbd", 3);
-			p += 3;
-			i++;
-		}
-	}
-	*o = p;
-}
-
 static char *execute_json(const struct exec_result *res, size_t *len)
 {
 	/* Each byte takes at most 6 (\u00XX) output bytes. */
-	size_t cap = 6 * (res->out_len + res->err_len) + 256;
+	size_t cap = JSONSTR_MAX(res->out_len + res->err_len) + 256;
 	char *buf = malloc(cap), *p = buf;
 
 	if (!buf)
 		return NULL;
 	p += sprintf(p, "{\"exitCode\":%d,\"stdout\":\"", res->exit_code);
-	json_escape(&p, (const unsigned char *)res->out, res->out_len);
+	jsonstr_escape(&p, (const unsigned char *)res->out, res->out_len);
 	p += sprintf(p, "\",\"stderr\":\"");
-	json_escape(&p, (const unsigned char *)res->err, res->err_len);
+	jsonstr_escape(&p, (const unsigned char *)res->err, res->err_len);
 	p += sprintf(p, "\",\"durationMillis\":%lld,\"truncated\":%s}", res->duration_ms,
 		     res->truncated ? "true" : "false");
 	*len = (size_t)(p - buf);
@@ -367,7 +318,8 @@ static enum MHD_Result execute_finish(struct req *r)
 	if (to && !cJSON_IsNull(to)) {
 		if (!cJSON_IsNumber(to) || to->valuedouble < 0 || to->valuedouble > 1e7) {
 			cJSON_Delete(in);
-			return svc_reply_error(r, 400, "timeoutSeconds must be a number >= 0");
+			return svc_reply_error(r, 400,
+					       "timeoutSeconds must be a number >= 0");
 		}
 		timeout = to->valuedouble;
 	}
@@ -384,12 +336,12 @@ static enum MHD_Result execute_finish(struct req *r)
 	svc_log_command(r->svc, cmd->valuestring);
 	atomic_fetch_add(&r->svc->stats.commands, 1);
 	struct exec_spec spec = {
-		.shell = sb->shell,
-		.cwd_fd = sb->wsfd,
-		.envp = sb->envp,
-		.command = cmd->valuestring,
-		.timeout_ms = (long long)(timeout * 1000),
-		.pgid_slot = &sb->pgid,
+	    .shell = sb->shell,
+	    .cwd_fd = sb->wsfd,
+	    .envp = sb->envp,
+	    .command = cmd->valuestring,
+	    .timeout_ms = (long long)(timeout * 1000),
+	    .pgid_slot = &sb->pgid,
 	};
 	int rc = exec_run(&spec, &res, err, sizeof(err));
 
@@ -431,6 +383,12 @@ static void sb_begin(struct req *r)
 				svc_fail(r, fe.status, "%s", fe.msg);
 				return;
 			}
+			if (*raw && raw[strlen(raw) - 1] == '/') {
+				/* "dir/" names a directory, never a file. */
+				free(rel);
+				svc_fail(r, 400, "a file path cannot end with '/'");
+				return;
+			}
 			put_begin(r, rel);
 			free(rel);
 		} else if (!get && strcmp(m, "DELETE")) {
@@ -468,10 +426,10 @@ static void sb_cleanup(struct req *r)
 }
 
 static const struct svc_ops sandbox_ops = {
-	.begin = sb_begin,
-	.data = put_data,
-	.finish = sb_finish,
-	.cleanup = sb_cleanup,
+    .begin = sb_begin,
+    .data = put_data,
+    .finish = sb_finish,
+    .cleanup = sb_cleanup,
 };
 
 /* The server's environment with the sandbox's variables on top. */
@@ -494,7 +452,8 @@ static char **build_env(char *const *extra)
 		bool overridden = false;
 
 		for (size_t j = 0; j < m && !overridden; j++)
-			overridden = !strncmp(extra[j], environ[i], klen) && extra[j][klen] == '=';
+			overridden =
+			    !strncmp(extra[j], environ[i], klen) && extra[j][klen] == '=';
 		if (!overridden)
 			env[k++] = strdup(environ[i]);
 	}
@@ -529,12 +488,12 @@ struct sandbox *sandbox_start(const struct sandbox_config *c, char *err, size_t 
 {
 	struct sandbox *sb = calloc(1, sizeof(*sb));
 	struct svc_config sc = {
-		.listen = c->listen,
-		.port = c->port,
-		.admin = c->admin,
-		.faults = c->faults,
-		.ops = &sandbox_ops,
-		.owner = sb,
+	    .listen = c->listen,
+	    .port = c->port,
+	    .admin = c->admin,
+	    .faults = c->faults,
+	    .ops = &sandbox_ops,
+	    .owner = sb,
 	};
 
 	if (!sb) {

@@ -20,8 +20,8 @@ struct sandbox_config {
 	const char *shell;     /* default /bin/sh */
 	char *const *env;      /* extra "NAME=VALUE" for commands, or NULL */
 	const char *listen;    /* default 127.0.0.1 */
-	uint16_t port;         /* 0: ephemeral */
-	bool admin;            /* serve /_admin/ */
+	uint16_t port;	       /* 0: ephemeral */
+	bool admin;	       /* serve /_admin/ */
 	struct faults faults;
 };
 

@@ -13,7 +13,7 @@
 #include <time.h>
 
 #define ADMIN_BODY_LIMIT (64 * 1024)
-#define LOG_ENTRY_MAX (64 * 1024)
+#define LOG_ENTRY_MAX	 (64 * 1024)
 
 long long svc_now_ms(void)
 {
@@ -101,7 +101,8 @@ enum MHD_Result svc_reply(struct req *r, unsigned int status, struct MHD_Respons
 	return ret;
 }
 
-enum MHD_Result svc_reply_text_json(struct req *r, unsigned int status, char *json, size_t len)
+enum MHD_Result svc_reply_text_json(struct req *r, unsigned int status, char *json,
+				    size_t len)
 {
 	struct MHD_Response *resp;
 
@@ -152,8 +153,8 @@ enum MHD_Result svc_reply_error(struct req *r, unsigned int status, const char *
 
 enum MHD_Result svc_reply_empty(struct req *r, unsigned int status)
 {
-	return svc_reply(r, status,
-			 MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT));
+	return svc_reply(
+	    r, status, MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT));
 }
 
 void svc_log_command(struct svc *s, const char *cmd)
@@ -249,7 +250,8 @@ static enum MHD_Result admin_finish(struct req *r)
 		pthread_mutex_lock(&s->lock);
 		for (size_t i = 0; i < s->log_count; i++)
 			cJSON_AddItemToArray(
-				a, cJSON_CreateString(s->log[(s->log_start + i) % SVC_LOG_MAX]));
+			    a,
+			    cJSON_CreateString(s->log[(s->log_start + i) % SVC_LOG_MAX]));
 		pthread_mutex_unlock(&s->lock);
 		return svc_reply_json(r, 200, o);
 	}
@@ -403,8 +405,8 @@ int svc_start(struct svc *s, const struct svc_config *c, char *err, size_t errle
 	struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
 	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
 	const char *addr = c->listen ? c->listen : "127.0.0.1";
-	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-			     MHD_USE_AUTO;
+	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD |
+			     MHD_USE_THREAD_PER_CONNECTION | MHD_USE_AUTO;
 	const union MHD_DaemonInfo *info;
 
 	s->ops = c->ops;
@@ -426,13 +428,14 @@ int svc_start(struct svc *s, const struct svc_config *c, char *err, size_t errle
 		return -1;
 	}
 	s->daemon = MHD_start_daemon(
-		flags, c->port, NULL, NULL, access_cb, s, MHD_OPTION_SOCK_ADDR,
-		(struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, s,
-		MHD_OPTION_NOTIFY_CONNECTION, connection_cb, s, MHD_OPTION_UNESCAPE_CALLBACK,
-		unescape_none, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)600,
-		MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1, MHD_OPTION_END);
+	    flags, c->port, NULL, NULL, access_cb, s, MHD_OPTION_SOCK_ADDR,
+	    (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, s,
+	    MHD_OPTION_NOTIFY_CONNECTION, connection_cb, s, MHD_OPTION_UNESCAPE_CALLBACK,
+	    unescape_none, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)600,
+	    MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1, MHD_OPTION_END);
 	if (!s->daemon) {
-		snprintf(err, errlen, "cannot listen on %s port %u", addr, (unsigned)c->port);
+		snprintf(err, errlen, "cannot listen on %s port %u", addr,
+			 (unsigned)c->port);
 		return -1;
 	}
 	info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);

@@ -57,8 +57,8 @@ struct svc_stats {
 	atomic_long busy;     /* /execute refused with 409 */
 	atomic_long puts, gets, lists, deletes, health;
 	atomic_long creates, destroys; /* orchestrator */
-	atomic_long errors;            /* answers >= 400 */
-	atomic_long faults;            /* injected faults */
+	atomic_long errors;	       /* answers >= 400 */
+	atomic_long faults;	       /* injected faults */
 };
 
 #define SVC_LOG_MAX 1000
@@ -75,7 +75,7 @@ struct svc {
 	char *log[SVC_LOG_MAX]; /* ring of commands started */
 	size_t log_start, log_count;
 	atomic_llong last_activity_ms; /* monotonic; for idle teardown */
-	atomic_int active;             /* requests in progress */
+	atomic_int active;	       /* requests in progress */
 };
 
 struct req {
@@ -90,14 +90,14 @@ struct req {
 	char *body;
 	size_t len, cap, limit;
 	struct faults f; /* snapshot when the request began */
-	bool faulted;    /* f applies to this request */
-	void *ctx;       /* the service's per-request state */
+	bool faulted;	 /* f applies to this request */
+	void *ctx;	 /* the service's per-request state */
 };
 
 struct svc_config {
 	const char *listen; /* address, default 127.0.0.1 */
-	uint16_t port;      /* 0: ephemeral */
-	bool admin;         /* serve /_admin/ */
+	uint16_t port;	    /* 0: ephemeral */
+	bool admin;	    /* serve /_admin/ */
 	struct faults faults;
 	const struct svc_ops *ops;
 	void *owner;
@@ -113,7 +113,7 @@ long long svc_now_ms(void);
 
 /* Record an early error; finish() is then skipped and it is answered. */
 void svc_fail(struct req *r, int status, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* Answers. Each applies this request's faults (delay, malformed JSON,
  * lost answer) and returns what the access handler must return. */
@@ -122,7 +122,7 @@ enum MHD_Result svc_reply_json(struct req *r, unsigned int status, struct cJSON 
 enum MHD_Result svc_reply_text_json(struct req *r, unsigned int status, char *json,
 				    size_t len);
 enum MHD_Result svc_reply_error(struct req *r, unsigned int status, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 enum MHD_Result svc_reply_empty(struct req *r, unsigned int status);
 
 /* Append a command to the log (a copy, cut at 64 KiB). */

@@ -14,7 +14,10 @@ What it offers:
   --port-file`` in a private temp dir and stops it by its PID (SIGTERM, then
   SIGKILL). Single-sandbox mode by default (temp workspace), or
   ``orchestrator=True`` (temp root, random token in a 0600 file, pools).
-  ``faults=True`` serves ``/_admin/``; ``fault=["lose_answer", "routes=execute"]``
+  ``faults=True`` serves ``/_admin/``; ``args=["--machinery"]`` (orchestrator)
+  puts ``.pool/``, ``.sandbox-agent``, ``.pool-exec.fifo``, ``.pool-shim.log``
+  in each new workspace, as a real orchestrator's agent does; ``pools=["small:2"]``
+  sizes a pool (429 when full); ``fault=["lose_answer", "routes=execute"]``
   switches faults on from the start. Use as a context manager, or
   ``start_server(...)`` / ``server.stop()``. Attributes: ``url``, ``port``,
   ``pid``, ``workspace`` (single mode), ``root``, ``token``, ``token_file``
@@ -343,10 +346,20 @@ class Server:
         self.stop()
         return self.start()
 
-    def cleanup(self):
+    def sanitizer_reports(self):
+        """Lines of AddressSanitizer/UBSan/LeakSanitizer reports the server
+        printed (a build with SANITIZE=1)."""
+        return [line for line in self.output().splitlines()
+                if "Sanitizer" in line or "runtime error:" in line]
+
+    def cleanup(self, check=True):
+        """Stop the server and remove its temp dir. With check, a
+        sanitizer report in its output fails the caller."""
         self.stop()
+        reports = self.sanitizer_reports() if check else []
         if self.own_tmp:
             shutil.rmtree(self.tmp, ignore_errors=True)
+        assert not reports, "sandbox-server reported:\n" + "\n".join(reports[:20])
 
     def client(self, **kw):
         kw.setdefault("token", self.token)

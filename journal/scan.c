@@ -1,0 +1,157 @@
+/*
+ * scan.c — reading a journal file record by record, and small file helpers.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "journal_i.h"
+
+uint64_t journal_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void journal_format_time(uint64_t ms, char *buf, size_t size)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	if (!gmtime_r(&t, &tm)) {
+		snprintf(buf, size, "?");
+		return;
+	}
+	char s[32];
+	strftime(s, sizeof(s), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf, size, "%s.%03uZ", s, (unsigned)(ms % 1000));
+}
+
+int journal_fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int rc = fsync(fd) ? -errno : 0;
+	close(fd);
+	return rc;
+}
+
+/* True when every byte from off to the end of the file is zero: the file
+ * grew but the data never reached the disk (a crash mid-append on some
+ * file systems). That is a torn tail, not damage. */
+static bool zero_tail(int fd, uint64_t off)
+{
+	uint8_t b[4096];
+	for (;;) {
+		ssize_t n = pread(fd, b, sizeof(b), (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return false;
+		if (n == 0)
+			return true;
+		for (ssize_t i = 0; i < n; i++)
+			if (b[i])
+				return false;
+		off += (uint64_t)n;
+	}
+}
+
+void journal_scan(int fd, journal_scan_fn fn, void *ctx, struct journal_scan_result *res)
+{
+	size_t cap = 64 * 1024, start = 0, end = 0;
+	uint64_t off = 0; /* file offset of buf[start] */
+	bool eof = false;
+	uint8_t *buf = malloc(cap);
+
+	memset(res, 0, sizeof(*res));
+	if (!buf) {
+		res->end = JOURNAL_SCAN_IOERR;
+		res->err = ENOMEM;
+		res->why = strerror(ENOMEM);
+		return;
+	}
+	for (;;) {
+		struct journal_record r;
+		size_t used, avail = end - start;
+		const char *why = NULL;
+
+		if (avail == 0 && eof) {
+			res->end = JOURNAL_SCAN_WHOLE;
+			break;
+		}
+		enum journal_decode_result d =
+		    avail ? journal_decode_why(buf + start, avail, &r, &used, &why)
+			  : JOURNAL_DECODE_SHORT;
+		if (d == JOURNAL_DECODE_OK) {
+			int stop = fn ? fn(ctx, &r, off) : 0;
+			journal_record_clear(&r);
+			start += used;
+			off += used;
+			res->records++;
+			res->good_bytes = off;
+			if (stop) {
+				res->end = JOURNAL_SCAN_WHOLE;
+				break;
+			}
+			continue;
+		}
+		if (d == JOURNAL_DECODE_CORRUPT) {
+			res->end =
+			    zero_tail(fd, off) ? JOURNAL_SCAN_TORN : JOURNAL_SCAN_DAMAGED;
+			res->why = why;
+			break;
+		}
+		if (eof) {
+			res->end = JOURNAL_SCAN_TORN;
+			break;
+		}
+		/* SHORT: read at least the rest of this frame (its length is
+		 * trusted only once the header checksum passed). */
+		size_t need = JOURNAL_HEADER_SIZE;
+		if (avail >= 16)
+			need += (size_t)buf[start + 8] | (size_t)buf[start + 9] << 8 |
+				(size_t)buf[start + 10] << 16 |
+				(size_t)buf[start + 11] << 24;
+		if (start) {
+			memmove(buf, buf + start, avail);
+			start = 0;
+			end = avail;
+		}
+		if (need > cap) {
+			uint8_t *nb = realloc(buf, need);
+			if (!nb) {
+				res->end = JOURNAL_SCAN_IOERR;
+				res->err = ENOMEM;
+				break;
+			}
+			buf = nb;
+			cap = need;
+		}
+		while (!eof && end < cap) {
+			ssize_t n = pread(fd, buf + end, cap - end, (off_t)(off + end));
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0) {
+				res->end = JOURNAL_SCAN_IOERR;
+				res->err = errno;
+				goto out;
+			}
+			if (n == 0)
+				eof = true;
+			end += (size_t)n;
+			if (end >= need)
+				break;
+		}
+	}
+out:
+	if (res->end == JOURNAL_SCAN_IOERR)
+		res->why = strerror(res->err);
+	off_t size = lseek(fd, 0, SEEK_END);
+	res->file_bytes = size < 0 ? off + (end - start) : (uint64_t)size;
+	free(buf);
+}

@@ -1,0 +1,676 @@
+/*
+ * state.c — the lifecycle state as a pure function of the records.
+ *
+ * Records that do not fit (an outcome without its intent, a record for a
+ * sandbox never seen) are kept as facts where that makes sense: the
+ * sandbox is added, attached (not owned) until a record says otherwise.
+ * Allocation failures drop the detail that could not be kept; they never
+ * crash.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "journal_i.h"
+
+#define DEFAULT_MAX_RUNS 100
+
+void journal_state_init(struct journal_state *st, size_t max_runs)
+{
+	memset(st, 0, sizeof(*st));
+	st->max_runs = max_runs ? max_runs : DEFAULT_MAX_RUNS;
+	st->next_upload_id = 1;
+}
+
+static void output_free(struct journal_output *o)
+{
+	free(o->data);
+	free(o->file);
+	memset(o, 0, sizeof(*o));
+}
+
+static void run_free(struct journal_run *run)
+{
+	free(run->command);
+	output_free(&run->out);
+	output_free(&run->err);
+	free(run->error);
+	memset(run, 0, sizeof(*run));
+}
+
+static void upload_free(struct journal_upload *u)
+{
+	free(u->path);
+	free(u->cache_file);
+	free(u->error);
+	memset(u, 0, sizeof(*u));
+}
+
+static void sandbox_free(struct journal_sandbox *sb)
+{
+	free(sb->id);
+	free(sb->url);
+	free(sb->pool);
+	free(sb->image);
+	for (size_t i = 0; i < sb->nruns; i++)
+		run_free(&sb->runs[i]);
+	free(sb->runs);
+	for (size_t i = 0; i < sb->nuploads; i++)
+		upload_free(&sb->uploads[i]);
+	free(sb->uploads);
+	free(sb->last_error);
+	memset(sb, 0, sizeof(*sb));
+}
+
+void journal_state_clear(struct journal_state *st)
+{
+	for (size_t i = 0; i < st->count; i++)
+		sandbox_free(&st->sandboxes[i]);
+	free(st->sandboxes);
+	size_t max_runs = st->max_runs;
+	journal_state_init(st, max_runs);
+}
+
+struct journal_sandbox *journal_state_find(struct journal_state *st, const char *id)
+{
+	if (!id)
+		return NULL;
+	for (size_t i = 0; i < st->count; i++)
+		if (strcmp(st->sandboxes[i].id, id) == 0)
+			return &st->sandboxes[i];
+	return NULL;
+}
+
+/* Replaces *dst with a copy of src (NULL clears it); keeps *dst on ENOMEM. */
+static void set_str(char **dst, const char *src)
+{
+	char *s = NULL;
+	if (src && !(s = strdup(src)))
+		return;
+	free(*dst);
+	*dst = s;
+}
+
+static void set_output(struct journal_output *dst, const struct journal_output *src)
+{
+	struct journal_output o = *src;
+	o.data = NULL;
+	o.file = NULL;
+	if (src->data) {
+		if (!(o.data = malloc(src->len + 1)))
+			return;
+		memcpy(o.data, src->data, src->len);
+		o.data[src->len] = '\0';
+	}
+	if (src->file && !(o.file = strdup(src->file))) {
+		free(o.data);
+		return;
+	}
+	output_free(dst);
+	*dst = o;
+}
+
+static struct journal_sandbox *sandbox_get(struct journal_state *st, const char *id)
+{
+	struct journal_sandbox *sb = journal_state_find(st, id);
+	if (sb || !id)
+		return sb;
+	char *copy = strdup(id);
+	if (!copy)
+		return NULL;
+	sb = realloc(st->sandboxes, (st->count + 1) * sizeof(*sb));
+	if (!sb) {
+		free(copy);
+		return NULL;
+	}
+	st->sandboxes = sb;
+	sb = &st->sandboxes[st->count++];
+	memset(sb, 0, sizeof(*sb));
+	sb->id = copy;
+	sb->state = JOURNAL_SB_READY;
+	return sb;
+}
+
+static struct journal_run *run_find(struct journal_sandbox *sb, uint64_t seq)
+{
+	for (size_t i = 0; i < sb->nruns; i++)
+		if (sb->runs[i].seq == seq)
+			return &sb->runs[i];
+	return NULL;
+}
+
+/* Inserts a run in sequence order and keeps at most max_runs, dropping the
+ * oldest. Returns NULL when the new run is itself the one dropped. */
+static struct journal_run *run_insert(struct journal_state *st,
+				      struct journal_sandbox *sb, uint64_t seq)
+{
+	size_t pos = sb->nruns;
+	while (pos > 0 && sb->runs[pos - 1].seq > seq)
+		pos--;
+	if (sb->nruns >= st->max_runs) {
+		if (pos == 0)
+			return NULL;
+		run_free(&sb->runs[0]);
+		memmove(&sb->runs[0], &sb->runs[1],
+			(sb->nruns - 1) * sizeof(sb->runs[0]));
+		sb->nruns--;
+		pos--;
+	} else {
+		struct journal_run *runs =
+		    realloc(sb->runs, (sb->nruns + 1) * sizeof(sb->runs[0]));
+		if (!runs)
+			return NULL;
+		sb->runs = runs;
+	}
+	memmove(&sb->runs[pos + 1], &sb->runs[pos],
+		(sb->nruns - pos) * sizeof(sb->runs[0]));
+	sb->nruns++;
+	memset(&sb->runs[pos], 0, sizeof(sb->runs[0]));
+	sb->runs[pos].seq = seq;
+	return &sb->runs[pos];
+}
+
+/* The run an outcome belongs to. An outcome for a sequence number beyond
+ * any intent is kept as a run of its own; one for an older run no longer
+ * in the history is dropped with it. */
+static struct journal_run *run_for_outcome(struct journal_state *st,
+					   struct journal_sandbox *sb, uint64_t seq)
+{
+	struct journal_run *run = run_find(sb, seq);
+	if (run || seq <= sb->last_seq)
+		return run;
+	sb->commands_run++;
+	sb->last_seq = seq;
+	return run_insert(st, sb, seq);
+}
+
+static struct journal_upload *upload_find(struct journal_sandbox *sb, uint64_t id)
+{
+	for (size_t i = 0; i < sb->nuploads; i++)
+		if (sb->uploads[i].upload_id == id)
+			return &sb->uploads[i];
+	return NULL;
+}
+
+static struct journal_upload *upload_get(struct journal_sandbox *sb, uint64_t id)
+{
+	struct journal_upload *u = upload_find(sb, id);
+	if (u)
+		return u;
+	u = realloc(sb->uploads, (sb->nuploads + 1) * sizeof(*u));
+	if (!u)
+		return NULL;
+	sb->uploads = u;
+	u = &sb->uploads[sb->nuploads++];
+	memset(u, 0, sizeof(*u));
+	u->upload_id = id;
+	return u;
+}
+
+static void upload_remove(struct journal_sandbox *sb, uint64_t id)
+{
+	struct journal_upload *u = upload_find(sb, id);
+	if (!u)
+		return;
+	size_t i = (size_t)(u - sb->uploads);
+	upload_free(u);
+	memmove(&sb->uploads[i], &sb->uploads[i + 1],
+		(sb->nuploads - i - 1) * sizeof(sb->uploads[0]));
+	sb->nuploads--;
+}
+
+static void apply_exec(struct journal_state *st, struct journal_sandbox *sb,
+		       const struct journal_record *r)
+{
+	struct journal_run *run;
+
+	if (r->kind == JOURNAL_EXEC_INTENT) {
+		run = run_find(sb, r->seq);
+		if (run) {
+			/* The same intent again: it starts over. */
+			run_free(run);
+			run->seq = r->seq;
+		} else {
+			sb->commands_run++;
+			run = run_insert(st, sb, r->seq);
+		}
+		if (r->seq > sb->last_seq)
+			sb->last_seq = r->seq;
+		if (!run)
+			return;
+		set_str(&run->command, r->command);
+		run->timeout_s = r->timeout_s;
+		run->status = JOURNAL_RUN_PENDING;
+		run->started_ms = r->time_ms;
+		return;
+	}
+	run = run_for_outcome(st, sb, r->seq);
+	if (r->kind != JOURNAL_EXEC_RESULT && r->error)
+		set_str(&sb->last_error, r->error);
+	if (!run)
+		return;
+	/* A later outcome replaces an earlier one whole. */
+	output_free(&run->out);
+	output_free(&run->err);
+	run->exit_code = 0;
+	run->duration_ms = 0;
+	run->truncated = false;
+	run->ended_ms = r->time_ms;
+	set_str(&run->error, r->error);
+	switch (r->kind) {
+	case JOURNAL_EXEC_RESULT:
+		run->status = JOURNAL_RUN_DONE;
+		run->exit_code = r->exit_code;
+		run->duration_ms = r->duration_ms;
+		run->truncated = r->truncated;
+		set_output(&run->out, &r->out);
+		set_output(&run->err, &r->err);
+		break;
+	case JOURNAL_EXEC_UNKNOWN:
+		run->status = JOURNAL_RUN_UNKNOWN;
+		break;
+	default:
+		run->status = JOURNAL_RUN_NOT_RUN;
+		break;
+	}
+}
+
+static void apply_upload(struct journal_sandbox *sb, const struct journal_record *r)
+{
+	struct journal_upload *u;
+
+	switch (r->kind) {
+	case JOURNAL_UPLOAD_INTENT:
+		if (!(u = upload_get(sb, r->upload_id)))
+			return;
+		set_str(&u->path, r->path);
+		set_str(&u->cache_file, r->cache_file);
+		set_str(&u->error, r->error);
+		u->size = r->size;
+		u->checksum = r->checksum;
+		u->abandoned = false;
+		break;
+	case JOURNAL_UPLOAD_DONE:
+		upload_remove(sb, r->upload_id);
+		break;
+	default: /* ABANDONED: kept, even without its intent, for rescue */
+		if (!(u = upload_get(sb, r->upload_id)))
+			return;
+		u->abandoned = true;
+		set_str(&u->error, r->error);
+		if (r->error)
+			set_str(&sb->last_error, r->error);
+		break;
+	}
+}
+
+static void apply_snapshot(struct journal_sandbox *sb, const struct journal_record *r)
+{
+	if (r->sb_state >= JOURNAL_SB_CREATING && r->sb_state <= JOURNAL_SB_DETACHED)
+		sb->state = (enum journal_sandbox_state)r->sb_state;
+	sb->owned = r->owned;
+	set_str(&sb->url, r->url);
+	set_str(&sb->pool, r->pool);
+	set_str(&sb->image, r->image);
+	sb->port = r->port;
+	sb->idle_s = r->idle_s;
+	sb->timeout_s = r->timeout_s;
+	sb->created_ms = r->time_ms;
+	sb->last_seq = r->seq;
+	sb->commands_run = r->commands_run;
+	set_str(&sb->last_error, r->error);
+}
+
+void journal_state_apply(struct journal_state *st, const struct journal_record *r)
+{
+	if (r->upload_id && r->upload_id != UINT64_MAX &&
+	    r->upload_id >= st->next_upload_id)
+		st->next_upload_id = r->upload_id + 1;
+	if (r->kind == JOURNAL_SNAPSHOT && !r->sandbox)
+		return; /* journal-wide facts: only the upload id, above */
+
+	struct journal_sandbox *sb = sandbox_get(st, r->sandbox);
+	if (!sb)
+		return; /* no sandbox named, or out of memory */
+
+	switch (r->kind) {
+	case JOURNAL_CREATE_INTENT:
+		sb->state = JOURNAL_SB_CREATING;
+		sb->owned = true;
+		set_str(&sb->url, NULL);
+		set_str(&sb->pool, r->pool);
+		set_str(&sb->image, r->image);
+		sb->port = r->port;
+		sb->idle_s = r->idle_s;
+		sb->created_ms = r->time_ms;
+		set_str(&sb->last_error, NULL);
+		break;
+	case JOURNAL_CREATED:
+		sb->state = JOURNAL_SB_READY;
+		sb->owned = true;
+		set_str(&sb->url, r->url);
+		break;
+	case JOURNAL_CREATE_FAILED:
+		sb->state = JOURNAL_SB_FAILED;
+		sb->owned = true;
+		set_str(&sb->last_error, r->error);
+		break;
+	case JOURNAL_CREATE_UNKNOWN:
+		sb->state = JOURNAL_SB_CREATE_UNKNOWN;
+		sb->owned = true;
+		set_str(&sb->last_error, r->error);
+		break;
+	case JOURNAL_CREATE_RECONCILED:
+		sb->owned = true;
+		sb->state = r->url ? JOURNAL_SB_READY : JOURNAL_SB_GONE;
+		set_str(&sb->url, r->url);
+		break;
+	case JOURNAL_ATTACH:
+		sb->state = JOURNAL_SB_READY;
+		sb->owned = false;
+		set_str(&sb->url, r->url);
+		break;
+	case JOURNAL_DETACH:
+		sb->state = JOURNAL_SB_DETACHED;
+		set_str(&sb->url, NULL); /* a capability we no longer need */
+		break;
+	case JOURNAL_EXEC_INTENT:
+	case JOURNAL_EXEC_RESULT:
+	case JOURNAL_EXEC_UNKNOWN:
+	case JOURNAL_EXEC_NOT_RUN:
+		apply_exec(st, sb, r);
+		break;
+	case JOURNAL_UPLOAD_INTENT:
+	case JOURNAL_UPLOAD_DONE:
+	case JOURNAL_UPLOAD_ABANDONED:
+		apply_upload(sb, r);
+		break;
+	case JOURNAL_DELETE_INTENT:
+		sb->state = JOURNAL_SB_DELETING;
+		break;
+	case JOURNAL_DELETED:
+		sb->state = JOURNAL_SB_GONE;
+		set_str(&sb->url, NULL);
+		break;
+	case JOURNAL_DELETE_UNCONFIRMED:
+		sb->state = JOURNAL_SB_DELETE_UNCONFIRMED;
+		set_str(&sb->last_error, r->error);
+		break;
+	case JOURNAL_SET_TIMEOUT:
+		sb->timeout_s = r->timeout_s;
+		break;
+	case JOURNAL_SNAPSHOT:
+		apply_snapshot(sb, r);
+		break;
+	default:
+		break;
+	}
+}
+
+/* --- copy and compare -----------------------------------------------------*/
+
+static char *dup_or_null(const char *s, int *err)
+{
+	if (!s)
+		return NULL;
+	char *d = strdup(s);
+	if (!d)
+		*err = -ENOMEM;
+	return d;
+}
+
+static void copy_output(struct journal_output *dst, const struct journal_output *src,
+			int *err)
+{
+	*dst = *src;
+	dst->file = dup_or_null(src->file, err);
+	dst->data = NULL;
+	if (src->data) {
+		if (!(dst->data = malloc(src->len + 1))) {
+			*err = -ENOMEM;
+			return;
+		}
+		memcpy(dst->data, src->data, src->len);
+		dst->data[src->len] = '\0';
+	}
+}
+
+int journal_state_copy(struct journal_state *dst, const struct journal_state *src)
+{
+	int err = 0;
+
+	journal_state_init(dst, src->max_runs);
+	dst->next_upload_id = src->next_upload_id;
+	if (!src->count)
+		return 0;
+	dst->sandboxes = calloc(src->count, sizeof(*dst->sandboxes));
+	if (!dst->sandboxes)
+		return -ENOMEM;
+	dst->count = src->count;
+	for (size_t i = 0; i < src->count; i++) {
+		const struct journal_sandbox *s = &src->sandboxes[i];
+		struct journal_sandbox *d = &dst->sandboxes[i];
+		*d = *s;
+		d->id = dup_or_null(s->id, &err);
+		d->url = dup_or_null(s->url, &err);
+		d->pool = dup_or_null(s->pool, &err);
+		d->image = dup_or_null(s->image, &err);
+		d->last_error = dup_or_null(s->last_error, &err);
+		d->runs = NULL;
+		d->uploads = NULL;
+		d->nruns = d->nuploads = 0;
+		if (s->nruns && (d->runs = calloc(s->nruns, sizeof(*d->runs))))
+			d->nruns = s->nruns;
+		if (s->nuploads &&
+		    (d->uploads = calloc(s->nuploads, sizeof(*d->uploads))))
+			d->nuploads = s->nuploads;
+		if (d->nruns != s->nruns || d->nuploads != s->nuploads)
+			err = -ENOMEM;
+		for (size_t k = 0; k < d->nruns; k++) {
+			const struct journal_run *sr = &s->runs[k];
+			struct journal_run *dr = &d->runs[k];
+			*dr = *sr;
+			dr->command = dup_or_null(sr->command, &err);
+			dr->error = dup_or_null(sr->error, &err);
+			copy_output(&dr->out, &sr->out, &err);
+			copy_output(&dr->err, &sr->err, &err);
+		}
+		for (size_t k = 0; k < d->nuploads; k++) {
+			const struct journal_upload *su = &s->uploads[k];
+			struct journal_upload *du = &d->uploads[k];
+			*du = *su;
+			du->path = dup_or_null(su->path, &err);
+			du->cache_file = dup_or_null(su->cache_file, &err);
+			du->error = dup_or_null(su->error, &err);
+		}
+	}
+	if (err)
+		journal_state_clear(dst);
+	return err;
+}
+
+static bool str_eq(const char *a, const char *b)
+{
+	if (!a || !b)
+		return a == b;
+	return strcmp(a, b) == 0;
+}
+
+static bool output_eq(const struct journal_output *a, const struct journal_output *b)
+{
+	if (a->len != b->len || a->crc32 != b->crc32 || !str_eq(a->file, b->file))
+		return false;
+	if (!a->data || !b->data)
+		return a->data == b->data;
+	return memcmp(a->data, b->data, a->len) == 0;
+}
+
+static bool run_eq(const struct journal_run *a, const struct journal_run *b)
+{
+	return a->seq == b->seq && str_eq(a->command, b->command) &&
+	       a->timeout_s == b->timeout_s && a->status == b->status &&
+	       a->exit_code == b->exit_code && a->duration_ms == b->duration_ms &&
+	       a->truncated == b->truncated && output_eq(&a->out, &b->out) &&
+	       output_eq(&a->err, &b->err) && a->started_ms == b->started_ms &&
+	       a->ended_ms == b->ended_ms && str_eq(a->error, b->error);
+}
+
+static bool upload_eq(const struct journal_upload *a, const struct journal_upload *b)
+{
+	return a->upload_id == b->upload_id && str_eq(a->path, b->path) &&
+	       str_eq(a->cache_file, b->cache_file) && a->size == b->size &&
+	       a->checksum == b->checksum && a->abandoned == b->abandoned &&
+	       str_eq(a->error, b->error);
+}
+
+static bool sandbox_eq(const struct journal_sandbox *a, const struct journal_sandbox *b)
+{
+	if (!str_eq(a->id, b->id) || a->state != b->state || a->owned != b->owned ||
+	    !str_eq(a->url, b->url) || !str_eq(a->pool, b->pool) ||
+	    !str_eq(a->image, b->image) || a->port != b->port || a->idle_s != b->idle_s ||
+	    a->timeout_s != b->timeout_s || a->created_ms != b->created_ms ||
+	    a->last_seq != b->last_seq || a->commands_run != b->commands_run ||
+	    a->nruns != b->nruns || a->nuploads != b->nuploads ||
+	    !str_eq(a->last_error, b->last_error))
+		return false;
+	for (size_t i = 0; i < a->nruns; i++)
+		if (!run_eq(&a->runs[i], &b->runs[i]))
+			return false;
+	for (size_t i = 0; i < a->nuploads; i++)
+		if (!upload_eq(&a->uploads[i], &b->uploads[i]))
+			return false;
+	return true;
+}
+
+bool journal_state_equal(const struct journal_state *a, const struct journal_state *b)
+{
+	if (a->count != b->count || a->max_runs != b->max_runs ||
+	    a->next_upload_id != b->next_upload_id)
+		return false;
+	for (size_t i = 0; i < a->count; i++)
+		if (!sandbox_eq(&a->sandboxes[i], &b->sandboxes[i]))
+			return false;
+	return true;
+}
+
+/* --- the records that rebuild a state (compaction) ------------------------*/
+
+struct recs {
+	struct journal_record *v;
+	size_t n, cap;
+	int err;
+};
+
+static struct journal_record *recs_add(struct recs *rs, enum journal_kind kind,
+				       const char *sandbox, uint64_t time_ms)
+{
+	if (rs->err)
+		return NULL;
+	if (rs->n == rs->cap) {
+		size_t cap = rs->cap ? rs->cap * 2 : 64;
+		struct journal_record *v = realloc(rs->v, cap * sizeof(*v));
+		if (!v) {
+			rs->err = -ENOMEM;
+			return NULL;
+		}
+		rs->v = v;
+		rs->cap = cap;
+	}
+	struct journal_record *r = &rs->v[rs->n++];
+	memset(r, 0, sizeof(*r));
+	r->kind = kind;
+	r->time_ms = time_ms;
+	r->sandbox = dup_or_null(sandbox, &rs->err);
+	return r;
+}
+
+static void emit_run(struct recs *rs, const char *id, const struct journal_run *run)
+{
+	struct journal_record *r = recs_add(rs, JOURNAL_EXEC_INTENT, id, run->started_ms);
+	if (!r)
+		return;
+	r->seq = run->seq;
+	r->command = dup_or_null(run->command, &rs->err);
+	r->timeout_s = run->timeout_s;
+	static const enum journal_kind outcome[] = {
+	    [JOURNAL_RUN_DONE] = JOURNAL_EXEC_RESULT,
+	    [JOURNAL_RUN_UNKNOWN] = JOURNAL_EXEC_UNKNOWN,
+	    [JOURNAL_RUN_NOT_RUN] = JOURNAL_EXEC_NOT_RUN,
+	};
+	if (run->status == JOURNAL_RUN_PENDING)
+		return;
+	if (!(r = recs_add(rs, outcome[run->status], id, run->ended_ms)))
+		return;
+	r->seq = run->seq;
+	r->error = dup_or_null(run->error, &rs->err);
+	if (run->status == JOURNAL_RUN_DONE) {
+		r->exit_code = run->exit_code;
+		r->duration_ms = run->duration_ms;
+		r->truncated = run->truncated;
+		copy_output(&r->out, &run->out, &rs->err);
+		copy_output(&r->err, &run->err, &rs->err);
+	}
+}
+
+static void emit_sandbox(struct recs *rs, const struct journal_sandbox *sb)
+{
+	struct journal_record *r;
+
+	for (size_t i = 0; i < sb->nruns; i++)
+		emit_run(rs, sb->id, &sb->runs[i]);
+	for (size_t i = 0; i < sb->nuploads; i++) {
+		const struct journal_upload *u = &sb->uploads[i];
+		if (!(r = recs_add(rs, JOURNAL_UPLOAD_INTENT, sb->id, 0)))
+			return;
+		r->upload_id = u->upload_id;
+		r->path = dup_or_null(u->path, &rs->err);
+		r->cache_file = dup_or_null(u->cache_file, &rs->err);
+		r->size = u->size;
+		r->checksum = u->checksum;
+		r->error = dup_or_null(u->error, &rs->err);
+		if (u->abandoned) {
+			if (!(r = recs_add(rs, JOURNAL_UPLOAD_ABANDONED, sb->id, 0)))
+				return;
+			r->upload_id = u->upload_id;
+			r->error = dup_or_null(u->error, &rs->err);
+		}
+	}
+	if (!(r = recs_add(rs, JOURNAL_SNAPSHOT, sb->id, sb->created_ms)))
+		return;
+	r->sb_state = (int)sb->state;
+	r->owned = sb->owned;
+	r->url = dup_or_null(sb->url, &rs->err);
+	r->pool = dup_or_null(sb->pool, &rs->err);
+	r->image = dup_or_null(sb->image, &rs->err);
+	r->port = sb->port;
+	r->idle_s = sb->idle_s;
+	r->timeout_s = sb->timeout_s;
+	r->seq = sb->last_seq;
+	r->commands_run = sb->commands_run;
+	r->error = dup_or_null(sb->last_error, &rs->err);
+}
+
+int journal_state_records(const struct journal_state *st, struct journal_record **out,
+			  size_t *n)
+{
+	struct recs rs = {0};
+
+	for (size_t i = 0; i < st->count && !rs.err; i++)
+		emit_sandbox(&rs, &st->sandboxes[i]);
+	if (st->next_upload_id > 1) {
+		struct journal_record *r = recs_add(&rs, JOURNAL_SNAPSHOT, NULL, 0);
+		if (r)
+			r->upload_id = st->next_upload_id - 1;
+	}
+	if (rs.err) {
+		for (size_t i = 0; i < rs.n; i++)
+			journal_record_clear(&rs.v[i]);
+		free(rs.v);
+		*out = NULL;
+		*n = 0;
+		return rs.err;
+	}
+	*out = rs.v;
+	*n = rs.n;
+	return 0;
+}

@@ -1,0 +1,251 @@
+/*
+ * test_state.c — the lifecycle state as a pure function of the records,
+ * including records in a garbage order.
+ */
+#include "jtest.h"
+
+static struct journal_state st;
+
+static void apply(enum journal_kind kind, const char *sb, uint64_t seq, const char *s)
+{
+	struct journal_record r = {.kind = kind, .sandbox = (char *)sb, .seq = seq};
+	r.time_ms = 1000 + seq;
+	switch (kind) {
+	case JOURNAL_CREATED:
+	case JOURNAL_ATTACH:
+	case JOURNAL_CREATE_RECONCILED:
+		r.url = (char *)s;
+		break;
+	case JOURNAL_EXEC_INTENT:
+		r.command = (char *)s;
+		r.timeout_s = 30;
+		break;
+	default:
+		r.error = (char *)s;
+		break;
+	}
+	journal_state_apply(&st, &r);
+}
+
+static void upload(enum journal_kind kind, const char *sb, uint64_t id)
+{
+	struct journal_record r = {.kind = kind, .sandbox = (char *)sb, .upload_id = id};
+	r.path = (char *)"a/b";
+	r.cache_file = (char *)"/c/1";
+	r.size = 5;
+	r.checksum = 77;
+	journal_state_apply(&st, &r);
+}
+
+static void test_create_delete(void)
+{
+	journal_state_init(&st, 0);
+	CHECK_EQ_INT(st.max_runs, 100);
+	CHECK_EQ_INT(st.next_upload_id, 1);
+	struct journal_record r = {.kind = JOURNAL_CREATE_INTENT, .sandbox = (char *)"a"};
+	r.pool = (char *)"gpu";
+	r.idle_s = 60;
+	r.time_ms = 42;
+	journal_state_apply(&st, &r);
+	struct journal_sandbox *sb = journal_state_find(&st, "a");
+	CHECK(sb && sb->state == JOURNAL_SB_CREATING && sb->owned && !sb->url);
+	CHECK(sb && sb->pool && strcmp(sb->pool, "gpu") == 0 && sb->created_ms == 42);
+	apply(JOURNAL_CREATED, "a", 0, "http://x/secret");
+	CHECK(sb->state == JOURNAL_SB_READY && strcmp(sb->url, "http://x/secret") == 0);
+	apply(JOURNAL_DELETE_INTENT, "a", 0, NULL);
+	CHECK(sb->state == JOURNAL_SB_DELETING);
+	apply(JOURNAL_DELETE_UNCONFIRMED, "a", 0, "timeout");
+	CHECK(sb->state == JOURNAL_SB_DELETE_UNCONFIRMED &&
+	      strcmp(sb->last_error, "timeout") == 0);
+	apply(JOURNAL_DELETED, "a", 0, NULL);
+	CHECK(sb->state == JOURNAL_SB_GONE && !sb->url);
+
+	apply(JOURNAL_CREATE_INTENT, "b", 0, NULL);
+	apply(JOURNAL_CREATE_FAILED, "b", 0, "409");
+	sb = journal_state_find(&st, "b");
+	CHECK(sb->state == JOURNAL_SB_FAILED && strcmp(sb->last_error, "409") == 0);
+	apply(JOURNAL_CREATE_INTENT, "c", 0, NULL);
+	apply(JOURNAL_CREATE_UNKNOWN, "c", 0, "lost");
+	sb = journal_state_find(&st, "c");
+	CHECK(sb->state == JOURNAL_SB_CREATE_UNKNOWN);
+	apply(JOURNAL_CREATE_RECONCILED, "c", 0, "http://c/");
+	CHECK(sb->state == JOURNAL_SB_READY && sb->url && sb->owned);
+	apply(JOURNAL_CREATE_RECONCILED, "c", 0, NULL);
+	CHECK(sb->state == JOURNAL_SB_GONE && !sb->url);
+
+	apply(JOURNAL_ATTACH, "d", 0, "http://d/");
+	sb = journal_state_find(&st, "d");
+	CHECK(sb->state == JOURNAL_SB_READY && !sb->owned &&
+	      strcmp(sb->url, "http://d/") == 0);
+	struct journal_record t = {
+	    .kind = JOURNAL_SET_TIMEOUT, .sandbox = (char *)"d", .timeout_s = 5};
+	journal_state_apply(&st, &t);
+	CHECK_EQ_INT(sb->timeout_s, 5);
+	apply(JOURNAL_DETACH, "d", 0, NULL);
+	CHECK(sb->state == JOURNAL_SB_DETACHED && !sb->url);
+	CHECK_EQ_INT(st.count, 4);
+	CHECK(journal_state_find(&st, "nope") == NULL &&
+	      journal_state_find(&st, NULL) == NULL);
+	journal_state_clear(&st);
+	CHECK_EQ_INT(st.count, 0);
+}
+
+static void test_runs(void)
+{
+	journal_state_init(&st, 3);
+	apply(JOURNAL_ATTACH, "s", 0, "http://s/");
+	struct journal_sandbox *sb = journal_state_find(&st, "s");
+	apply(JOURNAL_EXEC_INTENT, "s", 1, "true");
+	CHECK(sb->nruns == 1 && sb->runs[0].status == JOURNAL_RUN_PENDING);
+	CHECK(sb->last_seq == 1 && sb->commands_run == 1 && sb->runs[0].timeout_s == 30);
+	struct journal_record r = {
+	    .kind = JOURNAL_EXEC_RESULT, .sandbox = (char *)"s", .seq = 1};
+	r.exit_code = 3;
+	r.duration_ms = 7;
+	r.truncated = true;
+	r.out = jt_inline("a\0b", 3);
+	r.time_ms = 2000;
+	journal_state_apply(&st, &r);
+	free(r.out.data);
+	CHECK(sb->runs[0].status == JOURNAL_RUN_DONE && sb->runs[0].exit_code == 3);
+	CHECK(sb->runs[0].out.len == 3 && memcmp(sb->runs[0].out.data, "a\0b", 3) == 0);
+	CHECK(sb->runs[0].truncated && sb->runs[0].ended_ms == 2000 &&
+	      sb->runs[0].started_ms == 1001);
+	apply(JOURNAL_EXEC_INTENT, "s", 2, "x");
+	apply(JOURNAL_EXEC_UNKNOWN, "s", 2, "lost answer");
+	CHECK(sb->runs[1].status == JOURNAL_RUN_UNKNOWN &&
+	      strcmp(sb->last_error, "lost answer") == 0);
+	apply(JOURNAL_EXEC_INTENT, "s", 3, "y");
+	apply(JOURNAL_EXEC_NOT_RUN, "s", 3, "refused");
+	CHECK(sb->runs[2].status == JOURNAL_RUN_NOT_RUN);
+	for (uint64_t q = 4; q <= 6; q++)
+		apply(JOURNAL_EXEC_INTENT, "s", q, "z");
+	/* History keeps the newest max_runs; the count keeps everything. */
+	CHECK_EQ_INT(sb->nruns, 3);
+	CHECK_EQ_INT(sb->runs[0].seq, 4);
+	CHECK_EQ_INT(sb->runs[2].seq, 6);
+	CHECK_EQ_INT(sb->commands_run, 6);
+	CHECK_EQ_INT(sb->last_seq, 6);
+	/* An outcome for a run dropped from the history changes nothing. */
+	apply(JOURNAL_EXEC_UNKNOWN, "s", 1, NULL);
+	CHECK_EQ_INT(sb->nruns, 3);
+	CHECK_EQ_INT(sb->runs[0].seq, 4);
+	/* The same intent again starts the run over (no double count). */
+	apply(JOURNAL_EXEC_INTENT, "s", 6, "again");
+	CHECK_EQ_INT(sb->commands_run, 6);
+	CHECK(strcmp(sb->runs[2].command, "again") == 0);
+	journal_state_clear(&st);
+}
+
+static void test_garbage_order(void)
+{
+	journal_state_init(&st, 4);
+	/* An outcome with no intent, for a sandbox never seen. */
+	apply(JOURNAL_EXEC_RESULT, "ghost", 9, NULL);
+	struct journal_sandbox *sb = journal_state_find(&st, "ghost");
+	CHECK(sb && !sb->owned && sb->state == JOURNAL_SB_READY && !sb->url);
+	CHECK(sb && sb->nruns == 1 && sb->runs[0].seq == 9 && !sb->runs[0].command &&
+	      sb->runs[0].status == JOURNAL_RUN_DONE);
+	CHECK(sb && sb->last_seq == 9 && sb->commands_run == 1);
+	/* Outcomes before intents for every kind; NULL sandbox ignored. */
+	apply(JOURNAL_DELETED, "g2", 0, NULL);
+	apply(JOURNAL_CREATED, "g3", 0, NULL);
+	apply(JOURNAL_DETACH, "g4", 0, NULL);
+	apply(JOURNAL_EXEC_INTENT, NULL, 1, "x");
+	upload(JOURNAL_UPLOAD_DONE, "g5", 3);
+	upload(JOURNAL_UPLOAD_ABANDONED, "g6", 4);
+	CHECK_EQ_INT(st.count, 6);
+	CHECK(journal_state_find(&st, "g2")->state == JOURNAL_SB_GONE);
+	CHECK(journal_state_find(&st, "g6")->nuploads == 1);
+	CHECK(journal_state_find(&st, "g6")->uploads[0].abandoned);
+	CHECK(st.next_upload_id == 5);
+	/* Kinds out of range are ignored. */
+	struct journal_record bad = {.kind = JOURNAL_KIND_MAX, .sandbox = (char *)"g7"};
+	journal_state_apply(&st, &bad);
+	struct journal_record snap = {
+	    .kind = JOURNAL_SNAPSHOT, .sandbox = (char *)"g7", .sb_state = 1000};
+	journal_state_apply(&st, &snap);
+	CHECK(journal_state_find(&st, "g7")->state == JOURNAL_SB_READY);
+	journal_state_clear(&st);
+}
+
+static void test_uploads(void)
+{
+	journal_state_init(&st, 0);
+	upload(JOURNAL_UPLOAD_INTENT, "u", 5);
+	upload(JOURNAL_UPLOAD_INTENT, "u", 2);
+	upload(JOURNAL_UPLOAD_INTENT, "u", 9);
+	CHECK_EQ_INT(st.next_upload_id, 10);
+	struct journal_sandbox *sb = journal_state_find(&st, "u");
+	CHECK_EQ_INT(sb->nuploads, 3);
+	upload(JOURNAL_UPLOAD_DONE, "u", 2);
+	CHECK_EQ_INT(sb->nuploads, 2);
+	CHECK(sb->uploads[0].upload_id == 5 && sb->uploads[1].upload_id == 9);
+	CHECK(strcmp(sb->uploads[0].path, "a/b") == 0 && sb->uploads[0].checksum == 77);
+	upload(JOURNAL_UPLOAD_ABANDONED, "u", 9);
+	CHECK(sb->uploads[1].abandoned);
+	upload(JOURNAL_UPLOAD_DONE, "u", 5);
+	upload(JOURNAL_UPLOAD_DONE, "u", 5);
+	CHECK_EQ_INT(sb->nuploads, 1);
+	CHECK_EQ_INT(st.next_upload_id, 10);
+	struct journal_record g = {.kind = JOURNAL_SNAPSHOT, .upload_id = 40};
+	journal_state_apply(&st, &g);
+	CHECK_EQ_INT(st.next_upload_id, 41);
+	CHECK_EQ_INT(st.count, 1);
+	journal_state_clear(&st);
+}
+
+/* The records compaction writes rebuild the same state. */
+static void test_state_records(void)
+{
+	journal_state_init(&st, 3);
+	for (int i = 0; i < 40; i++) {
+		struct journal_record r;
+		jt_sample(&r, (enum journal_kind)(1 + i % (JOURNAL_KIND_MAX - 1)), i);
+		journal_state_apply(&st, &r);
+		journal_record_clear(&r);
+	}
+	apply(JOURNAL_EXEC_RESULT, "orphan", 50, NULL);
+	upload(JOURNAL_UPLOAD_ABANDONED, "orphan", 60);
+	CHECK(st.count >= 3);
+
+	struct journal_record *v;
+	size_t n;
+	CHECK_EQ_INT(journal_state_records(&st, &v, &n), 0);
+	struct journal_state re;
+	journal_state_init(&re, 3);
+	for (size_t i = 0; i < n; i++) {
+		/* Through the codec too. */
+		uint8_t *buf;
+		size_t len, used;
+		struct journal_record d;
+		CHECK_EQ_INT(journal_encode(&v[i], &buf, &len), 0);
+		CHECK_EQ_INT(journal_decode(buf, len, &d, &used), JOURNAL_DECODE_OK);
+		journal_state_apply(&re, &d);
+		journal_record_clear(&d);
+		journal_record_clear(&v[i]);
+		free(buf);
+	}
+	free(v);
+	CHECK(journal_state_equal(&st, &re));
+
+	struct journal_state cp;
+	CHECK_EQ_INT(journal_state_copy(&cp, &st), 0);
+	CHECK(journal_state_equal(&st, &cp));
+	/* A difference is seen. */
+	cp.sandboxes[0].commands_run++;
+	CHECK(!journal_state_equal(&st, &cp));
+	journal_state_clear(&cp);
+	journal_state_clear(&re);
+	journal_state_clear(&st);
+}
+
+int main(void)
+{
+	test_create_delete();
+	test_runs();
+	test_garbage_order();
+	test_uploads();
+	test_state_records();
+	return jt_finish("test_state");
+}
