@@ -64,6 +64,17 @@ static void lifecycle(void)
 	req.pool = "no-such-pool";
 	CHECK_ST(backend_orch_create(b, &o, &req, &s2, &e), BACKEND_NOT_FOUND);
 	no_secret(&e, orch.url, orch.port, orch.token);
+	/* 429: the pool is full. */
+	req.id = "tiny-one";
+	req.pool = "tiny";
+	CHECK_ST(backend_orch_create(b, &o, &req, &s2, &e), BACKEND_OK);
+	backend_sandbox_clear(&s2);
+	req.id = "tiny-two";
+	CHECK_ST(backend_orch_create(b, &o, &req, &s2, &e), BACKEND_EXHAUSTED);
+	CHECK(e.http_status == 429 && backend_errno(e.status, BACKEND_OP_CREATE) == EAGAIN);
+	printf("pool full: %s\n", e.message);
+	no_secret(&e, orch.url, orch.port, orch.token);
+	CHECK_ST(backend_orch_delete(b, &o, "tiny-one", &e), BACKEND_OK);
 	/* A generated id is a valid label. */
 	req.id = NULL;
 	req.pool = "default";
