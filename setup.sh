@@ -19,6 +19,8 @@ PACKAGES=(
 	libfuse3-dev fuse3 libcurl4-openssl-dev libcjson-dev libmicrohttpd-dev
 	zlib1g-dev libattr1-dev attr
 	python3 python3-pytest curl procps psmisc
+	# the workspace's mounted tests run real programs through the mount
+	vim git rsync fio tar
 )
 
 need_root() {
@@ -65,7 +67,7 @@ build) deps; build ;;
 run)
 	deps
 	dir=$(build)
-	exec contrib/demo.sh "$dir"
+	exec contrib/quickstart.sh "$dir"
 	;;
 test)
 	deps
