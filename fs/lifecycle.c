@@ -319,7 +319,9 @@ int fs_sandbox_create(struct fs_mount *m, const char *id, const char *pool,
 		atomic_fetch_add(&m->n.create_failures, 1);
 		return -EIO;
 	}
+	pthread_mutex_lock(&m->lock);
 	sb->in_journal_state = true;
+	pthread_mutex_unlock(&m->lock);
 
 	struct backend_create_request req = {
 	    .id = id,
