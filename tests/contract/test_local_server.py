@@ -307,3 +307,16 @@ def test_symlink_inside_the_workspace_is_followed(local_server):
     assert entries["alias"]["isDir"] is True
     assert c.delete("alias").status == 204  # removes the link, not the target
     assert c.get("real/file.txt").body == b"via link"
+
+
+def test_a_command_keeps_running_after_its_client_disconnects(local_server):
+    c = local_server.client()
+    s = socket.create_connection(("127.0.0.1", local_server.port))
+    body = b'{"command": "sleep 1; echo done > after.txt", "timeoutSeconds": 30}'
+    s.sendall(b"POST /execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    time.sleep(0.3)
+    s.close()
+    assert c.execute("true").status == 409  # the seat is still taken
+    assert sbx.wait_for(lambda: (local_server.workspace / "after.txt").exists(), timeout=10)
+    assert sbx.wait_for(lambda: c.execute("true").status == 200, timeout=5)
