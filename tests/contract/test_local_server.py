@@ -320,3 +320,19 @@ def test_a_command_keeps_running_after_its_client_disconnects(local_server):
     assert c.execute("true").status == 409  # the seat is still taken
     assert sbx.wait_for(lambda: (local_server.workspace / "after.txt").exists(), timeout=10)
     assert sbx.wait_for(lambda: c.execute("true").status == 200, timeout=5)
+
+
+def test_fault_truncate_answer_sends_half_the_announced_body(local_server):
+    c = local_server.client()
+    data = os.urandom(100000)
+    c.put("t.bin", data)
+    c.set_faults(truncate_answer=True)
+    with pytest.raises(http.client.IncompleteRead) as e:
+        c.get("t.bin")
+    assert len(e.value.partial) == 50000
+    with pytest.raises(http.client.IncompleteRead):
+        c.execute("echo half > half.txt")
+    assert (local_server.workspace / "half.txt").exists()  # the work was done
+    assert c.put("t.bin", b"new").status == 204  # no body: nothing to cut
+    c.set_faults()
+    assert c.get("t.bin").body == b"new"
