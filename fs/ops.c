@@ -691,7 +691,11 @@ static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->use_ino = 0;
 	cfg->intr = 1;
 	cfg->nullpath_ok = 0;
-	cfg->entry_timeout = m->opt.attr_timeout;
+	/* Names are looked up again at every use (served from the workspace's
+	 * listing cache, no request): high-level libfuse cannot invalidate a
+	 * kernel dentry, and a name a command removed must not stay positive
+	 * (open(O_CREAT) of it would fail with ENOENT). */
+	cfg->entry_timeout = 0;
 	cfg->attr_timeout = m->opt.attr_timeout;
 	cfg->negative_timeout = 0;
 	cfg->kernel_cache = 0;
