@@ -101,18 +101,21 @@ git branch feature; git checkout -q feature
 printf 'feature\\n' >> a.txt; git commit -qam second
 git checkout -q main
 test "$(cat a.txt)" = hello
+git rm -q src/x.c; git commit -qm third; test ! -e src/x.c
+git checkout -q feature; test -e src/x.c; git checkout -q main
+git gc -q
 git status --porcelain | wc -l
 git log --oneline --all | wc -l
 git fsck --strict
 """
     p = sh(script, timeout=120)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.split()[:2] == ["0", "2"]
+    assert p.stdout.split()[:2] == ["0", "3"]
     # The sandbox sees the same repository.
     r = in_sandbox(url, "cd repo && git fsck --strict && git log --oneline --all | wc -l "
                         "&& git show feature:a.txt")
     assert r["exitCode"] == 0, r["stderr"]
-    assert r["stdout"].split("\n")[:3] == ["2", "hello", "feature"]
+    assert r["stdout"].split("\n")[:3] == ["3", "hello", "feature"]
 
     # A clone of a local repository into the workspace.
     src = tmp_path / "origin"
@@ -158,6 +161,18 @@ def test_rsync_then_nothing_to_do(ws, server_ws, tmp_path):
     p = sh(f"rsync -a {src}/ {ws}/dst/", timeout=300)
     assert p.returncode == 0, p.stderr
     p = sh(f"rsync -ac --dry-run --itemize-changes {src}/ {ws}/dst/", timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "", p.stdout[:2000]
+    p = sh(f"diff -r {src} {server_ws}/dst")
+    assert p.returncode == 0, p.stdout[-2000:]
+    # An update: changed, new and deleted files.
+    files = sorted(os.listdir(src))
+    with open(src / files[1], "a") as f:
+        f.write("/* changed */\n")
+    os.unlink(src / files[2])
+    (src / "new.h").write_text("#define NEW 1\n")
+    p = sh(f"rsync -a --delete {src}/ {ws}/dst/ && "
+           f"rsync -ac --delete --dry-run --itemize-changes {src}/ {ws}/dst/", timeout=300)
     assert p.returncode == 0, p.stderr
     assert p.stdout == "", p.stdout[:2000]
     p = sh(f"diff -r {src} {server_ws}/dst")
@@ -210,3 +225,18 @@ def test_fio_verify(ws):
            f"--output-format=terse", timeout=240)
     assert p.returncode == 0, p.stderr + p.stdout[-1000:]
     assert "verify" not in p.stderr.lower()
+
+
+def test_cp_a_and_mv_tree(ws, server_ws):
+    src = "/usr/include/linux/netfilter_ipv4"
+    p = sh(f"cp -a {src} {ws}/ && diff -r {src} {ws}/netfilter_ipv4 && "
+           f"mv {ws}/netfilter_ipv4 {ws}/moved && cp -a {ws}/moved {ws}/copy", timeout=120)
+    assert p.returncode == 0, p.stderr
+    for d in ("moved", "copy"):
+        p = sh(f"diff -r {src} {server_ws}/{d}")
+        assert p.returncode == 0, p.stdout[-2000:]
+    assert not (server_ws / "netfilter_ipv4").exists()
+    # cp -a kept the times, as this mount shows them.
+    a = os.stat(f"{src}/ip_tables.h")
+    b = os.stat(ws / "copy" / "ip_tables.h")
+    assert int(a.st_mtime) == int(b.st_mtime)
