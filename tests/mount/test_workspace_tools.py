@@ -54,6 +54,35 @@ def names(url, path=""):
     return sorted(e["name"] for e in r.json()["entries"])
 
 
+def assert_same_tree(url, local, remote):
+    """The sandbox's tree at remote, read through the contract (listings
+    and GETs), equals the local directory, names and bytes."""
+    client = sbx.Client(url, keep_alive=True)
+    try:
+        todo = [("", "")]
+        count = 0
+        while todo:
+            lrel, rrel = todo.pop()
+            ldir = os.path.join(local, lrel)
+            r = client.list(f"{remote}/{rrel}".rstrip("/"))
+            assert r.status == 200, (rrel, r.status)
+            entries = {e["name"]: e for e in r.json()["entries"]}
+            assert sorted(entries) == sorted(os.listdir(ldir)), rrel
+            for name, e in entries.items():
+                lp = os.path.join(ldir, name)
+                if e["isDir"]:
+                    assert os.path.isdir(lp), lp
+                    todo.append((os.path.join(lrel, name), f"{rrel}/{name}".lstrip("/")))
+                else:
+                    body = client.get(f"{remote}/{rrel}/{name}".replace("//", "/")).body
+                    with open(lp, "rb") as f:
+                        assert body == f.read(), lp
+                    count += 1
+        return count
+    finally:
+        client.close()
+
+
 def in_sandbox(url, command, timeout=60):
     r = sbx.execute(url, command, timeout_seconds=timeout)
     assert r.status == 200, r.status
@@ -143,6 +172,7 @@ def test_tar_roundtrip(ws, url, server_ws, tmp_path):
            f"tar -C {ws} -xf {tmp_path}/in.tar", timeout=300)
     assert p.returncode == 0, p.stderr
     # Server side: the tree is there, byte for byte.
+    assert assert_same_tree(url, src, "linux") == nfiles
     p = sh(f"diff -r {src} {server_ws}/linux")
     assert p.returncode == 0, p.stdout[-2000:]
     assert sget(url, "linux/types.h") == open(f"{src}/types.h", "rb").read()
@@ -153,7 +183,7 @@ def test_tar_roundtrip(ws, url, server_ws, tmp_path):
     assert p.returncode == 0, (p.stderr + p.stdout)[-2000:]
 
 
-def test_rsync_then_nothing_to_do(ws, server_ws, tmp_path):
+def test_rsync_then_nothing_to_do(ws, url, server_ws, tmp_path):
     need("rsync")
     src = tmp_path / "src"
     shutil.copytree("/usr/include/linux/netfilter", src)
@@ -163,8 +193,7 @@ def test_rsync_then_nothing_to_do(ws, server_ws, tmp_path):
     p = sh(f"rsync -ac --dry-run --itemize-changes {src}/ {ws}/dst/", timeout=300)
     assert p.returncode == 0, p.stderr
     assert p.stdout == "", p.stdout[:2000]
-    p = sh(f"diff -r {src} {server_ws}/dst")
-    assert p.returncode == 0, p.stdout[-2000:]
+    assert assert_same_tree(url, src, "dst") > 0
     # An update: changed, new and deleted files.
     files = sorted(os.listdir(src))
     with open(src / files[1], "a") as f:
@@ -175,6 +204,7 @@ def test_rsync_then_nothing_to_do(ws, server_ws, tmp_path):
            f"rsync -ac --delete --dry-run --itemize-changes {src}/ {ws}/dst/", timeout=300)
     assert p.returncode == 0, p.stderr
     assert p.stdout == "", p.stdout[:2000]
+    assert assert_same_tree(url, src, "dst") > 0
     p = sh(f"diff -r {src} {server_ws}/dst")
     assert p.returncode == 0, p.stdout[-2000:]
 
