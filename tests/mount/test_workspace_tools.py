@@ -235,6 +235,9 @@ def test_make_local_and_in_sandbox(ws, url, sandbox):
     p = sh(f"echo ./proj/hello > {sandbox}/ctl && cat {sandbox}/exit {sandbox}/stdout")
     assert p.returncode == 0, p.stderr
     assert p.stdout == "0\nhi\n"
+    # Times stay put across a command: nothing to rebuild.
+    p = sh(f"make -C {proj} -q")
+    assert p.returncode == 0, p.stdout + p.stderr
     # Clean, then build inside the sandbox through ctl.
     p = sh(f"make -C {proj} clean && test ! -e {proj}/hello && "
            f"echo 'make -C proj && ./proj/hello' > {sandbox}/ctl && cat {sandbox}/exit",
@@ -243,6 +246,9 @@ def test_make_local_and_in_sandbox(ws, url, sandbox):
     assert p.stdout.endswith("\n0\n")
     assert mount.read(sandbox / "stdout").endswith("hi\n")
     assert sget(url, "proj/hello") is not None
+    # What the sandbox built is up to date for make on this side too.
+    p = sh(f"make -C {proj} -q")
+    assert p.returncode == 0, p.stdout + p.stderr
     # Its objects show through the mount (modes set by commands do not:
     # see README, Differences from POSIX).
     assert (proj / "main.o").stat().st_size > 0
