@@ -203,7 +203,9 @@ int upload_locked(struct wsfile *f)
 		free(sandbox);
 		return 0;
 	}
-	rc = -ws_backend_errno(st);
+	/* DESIGN.md §3: a failed upload is EIO at close/fsync, whatever the
+	 * cause (unreachable included), unless it can never succeed. */
+	rc = status_permanent(st) ? -ws_backend_errno(st) : -EIO;
 	ws_log(ws, "upload failed (%s), kept pending: %s", backend_status_name(st),
 	       err.message);
 	pthread_mutex_lock(&c->lock);
