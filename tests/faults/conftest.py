@@ -23,6 +23,7 @@ TEST_TIMEOUT = int(os.environ.get("SANDBOXFS_FAULT_TIMEOUT", "120"))
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "long: long-running (not in the default suite)")
+    config.addinivalue_line("markers", "timeout_s(n): this test's time limit in seconds")
 
 
 def pytest_collection_modifyitems(config, items):
