@@ -216,6 +216,7 @@ int main(int argc, char *argv[])
 	struct fs_mount *m = &mount;
 	struct fs_local local = {0};
 	int ret = 1;
+	int running = 0;
 
 	fs_mount_global = m;
 	pthread_mutex_init(&m->lock, NULL);
@@ -395,18 +396,20 @@ out_unmount:
 	atomic_store(&m->stopping, true);
 	fuse_unmount(m->fuse);
 out_ws:
-	fs_command_drain(m, 10);
-	if (m->wscache)
+	running = fs_command_drain(m, 10);
+	/* a command thread still running may yet touch its workspace; the
+	 * pending uploads are journaled and retried by the next mount */
+	if (m->wscache && running == 0)
 		wscache_free(m->wscache);
 out_local:
 	if (local.pid > 0)
 		fs_local_stop(local.pid);
 out_backend:
-	if (atomic_load(&m->workers) > 0) {
+	if (running > 0) {
 		/* their intents stay open: the next mount marks them unknown */
 		fs_log("%d commands still running at unmount; their outcome "
 		       "will be recorded as unknown",
-		       atomic_load(&m->workers));
+		       running);
 		_exit(ret);
 	}
 	backend_free(m->backend);

@@ -614,6 +614,11 @@ int workspace_before_command(struct workspace *ws)
 		return 0;
 	struct wscache *c = ws->c;
 	int result = 0;
+	/* The command sees what was written here, even by descriptors still
+	 * open or not yet released (an empty "touch" is uploaded at release,
+	 * which the kernel sends after close returns). */
+	if (flush_all(c, ws) > 0)
+		result = -EIO;
 	for (int round = 0; round < 64; round++) {
 		/* One command per round: "chmod MODE -- 'a' 'b'" groups. */
 		pthread_mutex_lock(&c->lock);

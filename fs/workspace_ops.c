@@ -430,6 +430,8 @@ int workspace_write(struct fuse_file_info *fi, const char *buf, size_t size, off
 	}
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&f->mx);
+	if (done)
+		h->wrote = true;
 	return done ? (int)done : rc;
 }
 
@@ -446,8 +448,13 @@ int workspace_flush(struct fuse_file_info *fi)
 	struct wshandle *h = handle_of(fi);
 	if (!h)
 		return -EBADF;
-	/* A reader's close never reports another writer's upload. */
-	if ((h->flags & O_ACCMODE) == O_RDONLY)
+	/* Only a descriptor that wrote uploads at its close: a shell's
+	 * "> file" opens, dup2()s and closes the first descriptor before
+	 * anything is written, and an empty PUT then would truncate the
+	 * server's copy for nothing. What no descriptor wrote (an empty
+	 * create, an O_TRUNC open) is uploaded at release, after the last
+	 * close. */
+	if (!h->wrote)
 		return 0;
 	return upload_now(h->f);
 }
@@ -492,6 +499,8 @@ int workspace_truncate(struct workspace *ws, const char *rel, off_t size,
 		pthread_mutex_lock(&h->f->mx);
 		int rc = cache_truncate(h->f, (uint64_t)size);
 		pthread_mutex_unlock(&h->f->mx);
+		if (rc == 0)
+			h->wrote = true;
 		return rc;
 	}
 	int rc = ws_check(ws, rel);

@@ -207,3 +207,21 @@ def test_open_reader_sees_command_changes(ws, url, sandbox):
         assert not (ws / "r.txt").exists()
     (ws / "r.txt").write_bytes(b"again")
     assert sget(url, "r.txt") == b"again"
+
+
+def test_one_put_per_redirect_and_commands_see_open_files(ws, url, sandbox):
+    sbx.put(url, "r.txt", b"old content")
+    os.stat(ws / "r.txt")
+    s0 = sbx.stats(url)
+    # The shell's "> file" closes a dup of the descriptor before writing:
+    # still exactly one PUT, and the server never holds an empty file.
+    assert sh(f"printf new > {ws}/r.txt").returncode == 0
+    assert sbx.stats(url)["puts"] - s0["puts"] == 1
+    assert sget(url, "r.txt") == b"new"
+    # A command sees an empty file just created, and what an open
+    # descriptor wrote so far.
+    p = sh(f"touch {ws}/marker && exec 3>{ws}/open.txt && echo partial >&3 && "
+           f"echo 'ls marker && cat open.txt' > {sandbox}/ctl && cat {sandbox}/stdout")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "marker\npartial\n"
+    assert sbx.wait_for(lambda: sget(url, "marker") == b"", timeout=5)
