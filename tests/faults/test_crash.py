@@ -175,7 +175,9 @@ def crash_rounds(tmp_path, orch, rounds):
             # Before the next crash: everything acknowledged so far is there.
             got = server_hashes(url, acked_files)
             lost = [n for n, h in acked_files.items() if got.get(n) != h]
-            assert not lost, f"round {rd} (seed {SEED}): acknowledged files lost: {lost[:5]}"
+            assert not lost, f"round {rd} (seed {SEED}): acknowledged files lost: " + \
+                ", ".join(f"{n} (want {acked_files[n][:8]}, server {got.get(n, 'none')[:8]})"
+                          for n in lost[:5])
             w = Workload(m, url, rnd, f"r{rd}")
             # sometimes the uploads fail for a while: pending at the crash
             faulty = rnd.random() < 0.3
