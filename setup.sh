@@ -21,6 +21,8 @@ PACKAGES=(
 	python3 python3-pytest curl procps psmisc openssl
 	# the workspace's mounted tests run real programs through the mount
 	vim git rsync fio tar
+	# the reliability tests: a TLS peer, another user, a leak check
+	openssl util-linux valgrind
 )
 
 need_root() {
