@@ -3,12 +3,48 @@ embedded default, and does what it claims."""
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
-from conftest import EXAMPLES
+import pytest
 
-import mount
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+import mount  # noqa: E402
+
+# No conftest.py here: the mount tests import theirs by the name "conftest".
+# Each test runs one script against its own embedded default (--local).
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+TEST_TIMEOUT = int(os.environ.get("SANDBOXFS_TEST_TIMEOUT", "90"))
+
+
+@pytest.fixture(autouse=True)
+def _time_limit():
+    if not mount.fuse_available():
+        pytest.skip("no /dev/fuse or fusermount3")
+
+    def expired(signum, frame):
+        raise TimeoutError(f"test exceeded {TEST_TIMEOUT} s")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(TEST_TIMEOUT)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+@pytest.fixture
+def local(tmp_path):
+    m = mount.Mount(tmp_path, local=True)
+    m.start()
+    try:
+        yield m
+    finally:
+        m.stop()
+    m.check_log()
 
 
 def run_example(*argv, cwd=EXAMPLES, env=None, timeout=60):

@@ -4,18 +4,65 @@ mount(8) and mount.fuse3, and the systemd user unit's command lines.
 
 Everything runs from DESTDIR (`meson install --destdir`), never from the
 build tree."""
+import json
 import os
 import re
 import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
-import mount
-import sbx
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+import mount  # noqa: E402
+import sbx  # noqa: E402
+
+# No conftest.py here: the mount tests import theirs by the name "conftest".
+
+class Installed:
+    """Paths of an installation under DESTDIR: `abs(p)` maps an installed
+    absolute path (as the installed files name it) to where it is."""
+
+    def __init__(self, destdir, opts, version):
+        self.destdir = Path(destdir)
+        self.version = version
+        self.prefix = opts["prefix"]
+        self.bindir = os.path.join(self.prefix, opts["bindir"])
+        self.mandir = os.path.join(self.prefix, opts["mandir"])
+        self.datadir = os.path.join(self.prefix, opts["datadir"])
+
+    def abs(self, path):
+        assert os.path.isabs(path), path
+        return self.destdir / path.lstrip("/")
+
+    def bin(self, name):
+        return self.abs(os.path.join(self.bindir, name))
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory):
+    build = str(sbx.build_dir())
+    dest = tmp_path_factory.mktemp("destdir")
+    p = subprocess.run(["meson", "install", "-C", build, "--destdir", str(dest),
+                        "--no-rebuild", "--quiet"], capture_output=True, text=True,
+                       timeout=180, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stdout + p.stderr
+    intro = subprocess.run(["meson", "introspect", build, "--buildoptions",
+                            "--projectinfo"], capture_output=True, text=True,
+                           timeout=60, check=True)
+    info = json.loads(intro.stdout)
+    opts = {o["name"]: o["value"] for o in info["buildoptions"]}
+    return Installed(dest, opts, info["projectinfo"]["version"])
+
+
+@pytest.fixture
+def need_fuse():
+    if not mount.fuse_available():
+        pytest.skip("no /dev/fuse or fusermount3")
 
 
 def run(cmd, timeout=30, **kw):
@@ -303,3 +350,20 @@ def test_systemd_unit_exec_lines(installed, tmp_path, need_fuse, config):
             run([mount.FUSERMOUNT, "-u", "-z", str(mnt)])
         if orch:
             orch.cleanup()
+
+
+def test_systemd_unit_verifies(installed, tmp_path):
+    """systemd-analyze verify accepts the unit (an instance of it, with the
+    installed paths mapped into DESTDIR), and its Documentation= resolves
+    to the installed man page."""
+    if not shutil.which("systemd-analyze"):
+        pytest.skip("no systemd-analyze")
+    unit = installed.abs(os.path.join(installed.prefix, "lib", "systemd", "user",
+                                      "sandboxfs@.service")).read_text()
+    unit = unit.replace(installed.bindir + "/", str(installed.bin("")) + "/")
+    inst = tmp_path / "sandboxfs@check.service"
+    inst.write_text(unit)
+    man = installed.abs(installed.mandir)
+    p = run(["systemd-analyze", "verify", str(inst)], env=dict(os.environ, MANPATH=str(man)))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stderr.strip() == "", p.stderr
