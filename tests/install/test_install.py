@@ -209,7 +209,8 @@ def in_private_namespace(script, timeout=60):
                timeout=timeout)
 
 
-def test_fstab_mount_and_umount(installed, tmp_path, need_fuse):
+@pytest.mark.parametrize("source,opts", [("local", ""), ("sandboxfs", "local,")])
+def test_fstab_mount_and_umount(installed, tmp_path, need_fuse, source, opts):
     """mount MOUNTPOINT with a scratch fstab line of type fuse.sandboxfs:
     mount(8) runs mount.fuse3, which runs `sandboxfs local MNT -o opts`
     found in the default PATH, where the installed bindir is put (as a
@@ -217,8 +218,8 @@ def test_fstab_mount_and_umount(installed, tmp_path, need_fuse):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     fstab = tmp_path / "fstab"
-    fstab.write_text(f"# scratch fstab\nlocal {mnt} fuse.sandboxfs "
-                     f"noauto,_netdev,state={tmp_path / 'state'} 0 0\n")
+    fstab.write_text(f"# scratch fstab\n{source} {mnt} fuse.sandboxfs "
+                     f"{opts}noauto,_netdev,state={tmp_path / 'state'} 0 0\n")
     bindir = installed.bin("")
     links = "; ".join(f"ln -s {shlex.quote(str(bindir / n))} /usr/local/bin/{n}"
                       for n in ("sandboxfs", "sandbox-server"))
@@ -240,6 +241,8 @@ def test_fstab_mount_and_umount(installed, tmp_path, need_fuse):
     assert p.returncode == 0, p.stdout + p.stderr
     lines = p.stdout.split("\n")
     assert lines[0].split() == ["fuse.sandboxfs", "sandboxfs"], p.stdout
+    # the command ran in a sandbox of the local server installed in DESTDIR
+    assert str(installed.bin("sandbox-server")) in lines, p.stdout
     assert "fstab-ok" in lines
     assert wait_gone(daemons), "sandboxfs did not exit after umount"
     # the local server it started came from DESTDIR, and stopped with it
