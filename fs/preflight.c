@@ -52,6 +52,16 @@ static int fs_dir_is_empty(const char *path)
 	return err ? -err : empty;
 }
 
+/* Something is mounted on path: its device differs from its parent's. */
+static bool fs_is_mount_point(const char *path, const struct stat *st)
+{
+	char parent[PATH_MAX];
+	struct stat pst;
+	if (snprintf(parent, sizeof(parent), "%s/..", path) >= (int)sizeof(parent))
+		return false;
+	return stat(parent, &pst) == 0 && pst.st_dev != st->st_dev;
+}
+
 int fs_preflight_mountpoint(const char *path, bool nonempty)
 {
 	struct stat st;
@@ -84,6 +94,13 @@ int fs_preflight_mountpoint(const char *path, bool nonempty)
 		fs_preflight_fail("mountpoint %s: %s: mount on a directory you can "
 				  "read",
 				  path, strerror(-rc));
+		return -1;
+	}
+	if (!rc && fs_is_mount_point(path, &st)) {
+		fs_preflight_fail("mountpoint %s is already a mount point with files "
+				  "in it (sandboxfs mounted twice?): unmount it "
+				  "first (fusermount3 -u %s), or add -o nonempty",
+				  path, path);
 		return -1;
 	}
 	if (!rc) {

@@ -117,3 +117,16 @@ def test_missing_fusermount3(tmp_path):
     assert rc != 0 and len(out.strip().splitlines()) == 1, out
     assert "fusermount3 not found" in out and "apt-get install fuse3" in out, out
     assert not (tmp_path / "state" / "local.pid").exists()
+
+
+def test_mounting_twice(tmp_path, orch):
+    m = mount.Mount(tmp_path, server=orch)
+    with m:
+        again = mount.Mount(tmp_path / "again", server=orch, mountpoint=m.mnt)
+        (tmp_path / "again").mkdir()
+        p = subprocess.run(again.command(), capture_output=True, text=True, timeout=20)
+        rc, out = p.returncode, p.stdout + p.stderr
+        assert rc != 0 and len(out.strip().splitlines()) == 1, out
+        assert "already a mount point" in out and f"fusermount3 -u {m.mnt}" in out, out
+        assert os.listdir(m.mnt) == [".sandboxfs"]  # the first mount is untouched
+    m.check_log()
