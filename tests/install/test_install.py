@@ -237,14 +237,16 @@ def test_fstab_mount_and_umount(installed, tmp_path, need_fuse, source, opts):
     try:
         p = in_private_namespace(script)
     finally:
-        daemons = sandboxfs_daemons(mnt)
+        # the daemon lives on in the namespace until its mount goes: it must
+        # exit by itself after umount (killed here otherwise, and the test fails)
+        exited = wait_gone(sandboxfs_daemons(mnt))
     assert p.returncode == 0, p.stdout + p.stderr
     lines = p.stdout.split("\n")
     assert lines[0].split() == ["fuse.sandboxfs", "sandboxfs"], p.stdout
     # the command ran in a sandbox of the local server installed in DESTDIR
     assert str(installed.bin("sandbox-server")) in lines, p.stdout
     assert "fstab-ok" in lines
-    assert wait_gone(daemons), "sandboxfs did not exit after umount"
+    assert exited, "sandboxfs did not exit after umount"
     # the local server it started came from DESTDIR, and stopped with it
     assert not mount.is_mounted(mnt)
 
