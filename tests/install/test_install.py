@@ -75,7 +75,8 @@ def test_files_in_place(installed):
         b = installed.bin(name)
         assert b.is_file() and os.access(b, os.X_OK), b
     man1 = installed.abs(os.path.join(installed.mandir, "man1"))
-    assert (man1 / "sandboxfs.1").is_file() and (man1 / "sandbox-server.1").is_file()
+    for name in os.listdir(installed.bin("")):  # every command has its page
+        assert (man1 / f"{name}.1").is_file(), f"no man page for {name}"
     comp = installed.abs(os.path.join(installed.datadir, "bash-completion", "completions"))
     assert (comp / "sandboxfs").is_file() and (comp / "sandbox-server").exists()
     unit = installed.abs(os.path.join(installed.prefix, "lib", "systemd", "user",
@@ -124,7 +125,7 @@ def test_help_lists_every_option_with_its_default(installed):
 def test_man_pages_render_without_warnings(installed):
     man1 = installed.abs(os.path.join(installed.mandir, "man1"))
     help_text = run([str(installed.bin("sandboxfs")), "--help"]).stdout
-    for page in ("sandboxfs.1", "sandbox-server.1"):
+    for page in ("sandboxfs.1", "sandbox-server.1", "sandboxctl.1"):
         f = man1 / page
         p = run(["groff", "-man", "-ww", "-z", str(f)])
         assert p.returncode == 0 and p.stderr == "", p.stderr
