@@ -21,6 +21,8 @@ PACKAGES=(
 	python3 python3-pytest curl procps psmisc openssl
 	# the installation tests: man pages, shell completion
 	man-db groff-base bash-completion
+	# examples/edit.sh scripts ed (and vim, below)
+	ed
 	# the workspace's mounted tests run real programs through the mount
 	vim git rsync fio tar
 )
