@@ -65,7 +65,7 @@ build) deps; build ;;
 run)
 	deps
 	dir=$(build)
-	exec contrib/demo.sh "$dir"
+	exec contrib/quickstart.sh "$dir"
 	;;
 test)
 	deps

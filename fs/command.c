@@ -1,0 +1,570 @@
+/*
+ * command.c — the journal-first command path (DESIGN.md §2, §5).
+ *
+ * A ctl write claims the sandbox's seat in the model, appends the exec
+ * intent durably, then hands the request to a detached worker thread and
+ * only waits for it: an interrupted write returns EINTR while the worker
+ * still records the outcome. An exec whose outcome is unknown is recorded
+ * as such and never sent again.
+ */
+#include "mount_i.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+/* Output up to this size is kept inline in the journal record. */
+#define FS_INLINE_OUTPUT 4096
+
+bool fs_run_is_timeout(int exit_code, long timeout_s, long duration_ms);
+
+/* The sandbox whose seat the calling thread holds while the workspace
+ * applies its batched changes. */
+static __thread struct fs_sandbox *fs_seat_holder;
+
+struct fs_job {
+	struct fs_mount *m;
+	struct fs_sandbox *sb;
+	uint64_t seq;
+	char *command;
+	char *url;
+	long timeout_s;
+	bool internal;
+	/* guarded by m->lock */
+	int refs;
+	bool done;
+	int result;    /* 0 or -errno for the writer */
+	int exit_code; /* valid when result == 0 */
+};
+
+static void fs_job_put(struct fs_job *job)
+{
+	struct fs_mount *m = job->m;
+	pthread_mutex_lock(&m->lock);
+	bool last = --job->refs == 0;
+	pthread_mutex_unlock(&m->lock);
+	if (!last)
+		return;
+	free(job->command);
+	free(job->url);
+	free(job);
+}
+
+static void fs_timespec_in(struct timespec *ts, long ms)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (ms % 1000) * 1000000;
+	if (ts->tv_nsec >= 1000000000) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000;
+	}
+}
+
+/* True when the FUSE request of the calling thread was interrupted or the
+ * mount is going away. */
+static bool fs_should_stop_waiting(struct fs_mount *m)
+{
+	if (atomic_load(&m->stopping))
+		return true;
+	if (fuse_get_context() && fuse_interrupted())
+		return true;
+	if (m->fuse && fuse_session_exited(fuse_get_session(m->fuse)))
+		return true;
+	return false;
+}
+
+static int fs_mkdir_p(const char *dir)
+{
+	char buf[4096];
+	snprintf(buf, sizeof(buf), "%s", dir);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Stores one stream: inline when small, else a durable file under
+ * STATE/outputs/ID/. */
+static int fs_output_store(struct fs_mount *m, const char *id, uint64_t seq,
+			   const char *name, const char *data, size_t len,
+			   struct journal_output *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->len = len;
+	o->crc32 = (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)data, (uInt)len);
+	if (len <= FS_INLINE_OUTPUT) {
+		o->data = malloc(len + 1);
+		if (!o->data)
+			return -ENOMEM;
+		memcpy(o->data, data, len);
+		o->data[len] = '\0';
+		return 0;
+	}
+	char rel[512], dir[4096], path[4096];
+	snprintf(rel, sizeof(rel), "outputs/%s/%llu.%s", id, (unsigned long long)seq,
+		 name);
+	snprintf(dir, sizeof(dir), "%s/outputs/%s", m->state_dir, id);
+	snprintf(path, sizeof(path), "%s/%s", m->state_dir, rel);
+	int rc = fs_mkdir_p(dir);
+	if (rc < 0)
+		return rc;
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	size_t done = 0;
+	while (done < len) {
+		ssize_t w = write(fd, data + done, len - done);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = -errno;
+			close(fd);
+			return rc;
+		}
+		done += (size_t)w;
+	}
+	if (fdatasync(fd) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	close(fd);
+	o->file = fs_strdup0(rel);
+	return 0;
+}
+
+int fs_output_load(struct fs_mount *m, const struct journal_output *o, char **buf,
+		   size_t *len)
+{
+	*buf = NULL;
+	*len = 0;
+	if (o->data || !o->file) {
+		*buf = malloc(o->len + 1);
+		if (!*buf)
+			return -ENOMEM;
+		if (o->len)
+			memcpy(*buf, o->data, o->len);
+		*len = o->data ? o->len : 0;
+		return 0;
+	}
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", m->state_dir, o->file);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		fs_log("output %s: %s", o->file, strerror(errno));
+		return -EIO;
+	}
+	char *b = malloc(o->len + 1);
+	if (!b) {
+		close(fd);
+		return -ENOMEM;
+	}
+	size_t got = 0;
+	while (got < o->len) {
+		ssize_t r = pread(fd, b + got, o->len - got, (off_t)got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	close(fd);
+	uint32_t c = (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)b, (uInt)got);
+	if (got != o->len || c != o->crc32) {
+		fs_log("output %s: damaged (length or crc32 mismatch)", o->file);
+		free(b);
+		return -EIO;
+	}
+	b[got] = '\0';
+	*buf = b;
+	*len = got;
+	return 0;
+}
+
+static void fs_invalidate_results(struct fs_mount *m, struct fs_sandbox *sb)
+{
+	static const char *const files[] = {"stdout", "stderr", "exit",
+					    "status", "last",	"info"};
+	if (!m->fuse || atomic_load(&m->stopping))
+		return;
+	char path[512];
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(path, sizeof(path), "/%s/%s", sb->id, files[i]);
+		fuse_invalidate_path(m->fuse, path);
+	}
+	snprintf(path, sizeof(path), "/%s/runs", sb->id);
+	fuse_invalidate_path(m->fuse, path);
+}
+
+static void fs_invalidate_workspace(struct fs_mount *m, struct fs_sandbox *sb,
+				    struct workspace *ws)
+{
+#ifdef SANDBOXFS_HAVE_WORKSPACE
+	if (ws)
+		workspace_invalidate(ws);
+#endif
+	if (!m->fuse || atomic_load(&m->stopping))
+		return;
+	char path[512];
+	snprintf(path, sizeof(path), "/%s/workspace", sb->id);
+	fuse_invalidate_path(m->fuse, path);
+}
+
+/* Records the outcome in the journal and the model, frees the seat. */
+static void fs_job_finish(struct fs_job *job, enum backend_status st,
+			  struct backend_exec_result *res,
+			  const struct backend_error *err)
+{
+	struct fs_mount *m = job->m;
+	struct fs_sandbox *sb = job->sb;
+	struct journal_record r = {0};
+	r.sandbox = sb->id;
+	r.seq = job->seq;
+	struct journal_output out = {0}, errout = {0};
+	enum fs_run_status status;
+	int result = 0;
+	char why[384] = "";
+
+	if (st == BACKEND_OK) {
+		int rc = fs_output_store(m, sb->id, job->seq, "stdout",
+					 res->out ? res->out : "", res->out_len, &out);
+		if (rc == 0)
+			rc = fs_output_store(m, sb->id, job->seq, "stderr",
+					     res->err ? res->err : "", res->err_len,
+					     &errout);
+		if (rc < 0)
+			fs_log("sandbox %s run %llu: cannot store output: %s", sb->id,
+			       (unsigned long long)job->seq, strerror(-rc));
+		r.kind = JOURNAL_EXEC_RESULT;
+		r.exit_code = res->exit_code;
+		r.duration_ms = res->duration_ms;
+		r.truncated = res->truncated;
+		r.out = out;
+		r.err = errout;
+		status =
+		    fs_run_is_timeout(res->exit_code, job->timeout_s, res->duration_ms)
+			? FS_RUN_TIMEOUT
+			: FS_RUN_EXITED;
+	} else {
+		bool unknown = st == BACKEND_ANSWER_LOST || st == BACKEND_BAD_ANSWER ||
+			       st == BACKEND_SERVER_ERROR || st == BACKEND_LOCAL;
+		if (unknown) {
+			r.kind = JOURNAL_EXEC_UNKNOWN;
+			status = FS_RUN_UNKNOWN;
+			result = -EIO;
+			snprintf(why, sizeof(why), "outcome unknown (%s): %s",
+				 backend_status_name(st), err->message);
+		} else {
+			r.kind = JOURNAL_EXEC_NOT_RUN;
+			status = FS_RUN_FAILED;
+			result = -backend_errno(st, BACKEND_OP_EXECUTE);
+			if (result == 0)
+				result = -EIO;
+			snprintf(why, sizeof(why), "not run (%s): %s",
+				 backend_status_name(st), err->message);
+		}
+		r.error = why;
+	}
+
+	int jrc = journal_append(m->journal, &r, true);
+	if (jrc < 0)
+		fs_log("sandbox %s run %llu: journal append failed: %s", sb->id,
+		       (unsigned long long)job->seq, strerror(-jrc));
+
+	struct workspace *ws;
+	pthread_mutex_lock(&m->lock);
+	struct fs_run *run = fs_sandbox_run(sb, job->seq);
+	if (run) {
+		run->status = status;
+		run->ended_ms = fs_now_ms();
+		run->result_errno = -result;
+		if (st == BACKEND_OK) {
+			run->exit_code = res->exit_code;
+			run->duration_ms = res->duration_ms;
+			run->truncated = res->truncated;
+			run->out = out;
+			run->err = errout;
+			memset(&out, 0, sizeof(out));
+			memset(&errout, 0, sizeof(errout));
+		} else {
+			run->duration_ms = (long)(run->ended_ms - run->started_ms);
+			fs_set_str(&run->error, why);
+		}
+	}
+	sb->commands_run++;
+	if (st != BACKEND_OK)
+		fs_set_str(&sb->last_error, why);
+	if (st == BACKEND_NOT_SENT && sb->state == FS_SB_READY && sb->attached)
+		sb->state = FS_SB_UNREACHABLE;
+	else if (st == BACKEND_OK && sb->state == FS_SB_UNREACHABLE)
+		sb->state = FS_SB_READY;
+	if (sb->busy && sb->busy_seq == job->seq)
+		sb->busy = false;
+	job->done = true;
+	job->result = result;
+	job->exit_code = st == BACKEND_OK ? res->exit_code : -1;
+	ws = sb->ws;
+	if (status == FS_RUN_EXITED || status == FS_RUN_TIMEOUT)
+		atomic_fetch_add(&m->n.commands_exited, 1);
+	else if (status == FS_RUN_UNKNOWN)
+		atomic_fetch_add(&m->n.commands_unknown, 1);
+	else
+		atomic_fetch_add(&m->n.commands_failed, 1);
+	pthread_cond_broadcast(&m->cond);
+	pthread_mutex_unlock(&m->lock);
+
+	free(out.data);
+	free(out.file);
+	free(errout.data);
+	free(errout.file);
+
+	fs_invalidate_results(m, sb);
+	if (!job->internal && st != BACKEND_NOT_SENT)
+		fs_invalidate_workspace(m, sb, ws);
+}
+
+static void *fs_job_main(void *arg)
+{
+	struct fs_job *job = arg;
+	struct fs_mount *m = job->m;
+	struct backend_exec_result res;
+	struct backend_error err;
+	memset(&res, 0, sizeof(res));
+	memset(&err, 0, sizeof(err));
+
+	enum backend_status st = backend_execute(m->backend, job->url, job->command,
+						 job->timeout_s, &res, &err);
+	fs_job_finish(job, st, &res, &err);
+	backend_exec_result_clear(&res);
+	fs_job_put(job);
+	atomic_fetch_sub(&m->workers, 1);
+	return NULL;
+}
+
+/* Marks a run that never reached the wire as failed and frees the seat. */
+static void fs_run_abort(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq,
+			 const char *why, int errnum)
+{
+	pthread_mutex_lock(&m->lock);
+	struct fs_run *run = fs_sandbox_run(sb, seq);
+	if (run) {
+		run->status = FS_RUN_FAILED;
+		run->ended_ms = fs_now_ms();
+		run->result_errno = errnum;
+		fs_set_str(&run->error, why);
+	}
+	fs_set_str(&sb->last_error, why);
+	if (sb->busy && sb->busy_seq == seq)
+		sb->busy = false;
+	atomic_fetch_add(&m->n.commands_failed, 1);
+	pthread_cond_broadcast(&m->cond);
+	pthread_mutex_unlock(&m->lock);
+}
+
+int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *command,
+		   size_t len, bool interruptible, bool internal, uint64_t *seq_out)
+{
+	if (len == 0 || memchr(command, '\0', len))
+		return -EINVAL;
+
+	/* A command the workspace runs from workspace_before_command, on
+	 * this thread, uses the seat the user's command already holds. */
+	bool nested = internal && fs_seat_holder == sb;
+
+	pthread_mutex_lock(&m->lock);
+	if (!sb->present || !sb->url || sb->state == FS_SB_GONE ||
+	    sb->state == FS_SB_DELETING || sb->lifecycle_busy) {
+		int e = sb->present ? ENOTCONN : ENOENT;
+		pthread_mutex_unlock(&m->lock);
+		return -e;
+	}
+	if (!nested) {
+		if (sb->busy) {
+			pthread_mutex_unlock(&m->lock);
+			atomic_fetch_add(&m->n.busy_refused, 1);
+			return -EBUSY;
+		}
+		sb->busy = true;
+		sb->busy_seq = 0; /* claimed; the run gets its number below */
+	}
+	struct workspace *ws __attribute__((unused)) = sb->ws;
+	pthread_mutex_unlock(&m->lock);
+
+	/* Batched workspace changes (modes) reach the sandbox before the
+	 * command, with the seat held by this mount; they run as commands
+	 * of their own, numbered before this one. */
+#ifdef SANDBOXFS_HAVE_WORKSPACE
+	if (!internal && ws) {
+		fs_seat_holder = sb;
+		int wrc = workspace_before_command(ws);
+		fs_seat_holder = NULL;
+		if (wrc < 0)
+			fs_log("sandbox %s: workspace changes before a command: %s",
+			       sb->id, strerror(-wrc));
+	}
+#endif
+
+	pthread_mutex_lock(&m->lock);
+	uint64_t seq = ++sb->last_seq;
+	long timeout_s = fs_sandbox_timeout(m, sb);
+	if (!nested)
+		sb->busy_seq = seq;
+	struct fs_run *run = fs_sandbox_push_run(m, sb);
+	run->seq = seq;
+	run->command = strndup(command, len);
+	if (!run->command)
+		abort();
+	run->timeout_s = timeout_s;
+	run->status = FS_RUN_RUNNING;
+	run->started_ms = fs_now_ms();
+	char *url = fs_strdup0(sb->url);
+	pthread_mutex_unlock(&m->lock);
+	atomic_fetch_add(&m->n.commands, 1);
+	fs_invalidate_results(m, sb);
+	if (seq_out)
+		*seq_out = seq;
+
+	int rc = fs_sandbox_adopt(m, sb);
+	struct journal_record r = {.kind = JOURNAL_EXEC_INTENT};
+	r.sandbox = sb->id;
+	r.seq = seq;
+	r.timeout_s = timeout_s;
+	char *cmd = strndup(command, len);
+	if (!cmd)
+		abort();
+	r.command = cmd;
+	if (rc == 0)
+		rc = journal_append(m->journal, &r, true);
+	if (rc < 0) {
+		char why[256];
+		snprintf(why, sizeof(why), "not run: journal: %s", strerror(-rc));
+		fs_log("sandbox %s: %s", sb->id, why);
+		fs_run_abort(m, sb, seq, why, EIO);
+		free(cmd);
+		free(url);
+		return -EIO;
+	}
+
+	struct fs_job *job = calloc(1, sizeof(*job));
+	if (!job)
+		abort();
+	job->m = m;
+	job->sb = sb;
+	job->seq = seq;
+	job->command = cmd;
+	job->url = url;
+	job->timeout_s = timeout_s;
+	job->internal = internal;
+	job->refs = 2;
+
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	/* the worker must not take the signals meant for FUSE threads */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	pthread_t tid;
+	atomic_fetch_add(&m->workers, 1);
+	int prc = nested ? -1 : pthread_create(&tid, &attr, fs_job_main, job);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (prc != 0) {
+		/* nested, or no thread: run it here, uninterruptibly */
+		fs_job_main(job);
+	}
+
+	pthread_mutex_lock(&m->lock);
+	while (!job->done) {
+		if (interruptible && fs_should_stop_waiting(m)) {
+			pthread_mutex_unlock(&m->lock);
+			atomic_fetch_add(&m->n.interrupted_writes, 1);
+			fs_job_put(job);
+			return -EINTR;
+		}
+		struct timespec ts;
+		fs_timespec_in(&ts, 50);
+		pthread_cond_timedwait(&m->cond, &m->lock, &ts);
+	}
+	rc = job->result;
+	pthread_mutex_unlock(&m->lock);
+	fs_job_put(job);
+	return rc;
+}
+
+int fs_command_wait_idle(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq,
+			 bool nonblock)
+{
+	pthread_mutex_lock(&m->lock);
+	bool counted = false;
+	for (;;) {
+		bool running;
+		if (seq) {
+			struct fs_run *r = fs_sandbox_run(sb, seq);
+			running = r && r->status == FS_RUN_RUNNING;
+		} else {
+			running = sb->busy;
+		}
+		if (!running)
+			break;
+		if (nonblock) {
+			pthread_mutex_unlock(&m->lock);
+			return -EAGAIN;
+		}
+		if (!counted) {
+			atomic_fetch_add(&m->n.waits, 1);
+			counted = true;
+		}
+		if (fs_should_stop_waiting(m)) {
+			pthread_mutex_unlock(&m->lock);
+			return -EINTR;
+		}
+		struct timespec ts;
+		fs_timespec_in(&ts, 50);
+		pthread_cond_timedwait(&m->cond, &m->lock, &ts);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
+int fs_command_exec_cb(void *ctx, const char *sandbox_id, const char *command,
+		       int *exit_code)
+{
+	struct fs_mount *m = ctx;
+	pthread_mutex_lock(&m->lock);
+	struct fs_sandbox *sb = fs_sandbox_find(m, sandbox_id);
+	pthread_mutex_unlock(&m->lock);
+	if (!sb)
+		return -ENOENT;
+	uint64_t seq = 0;
+	int rc = fs_command_run(m, sb, command, strlen(command), false, true, &seq);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&m->lock);
+	struct fs_run *r = fs_sandbox_run(sb, seq);
+	if (r && exit_code)
+		*exit_code = r->exit_code;
+	pthread_mutex_unlock(&m->lock);
+	return r ? 0 : -EIO;
+}
+
+void fs_command_drain(struct fs_mount *m, int seconds)
+{
+	for (int i = 0; i < seconds * 20 && atomic_load(&m->workers) > 0; i++)
+		usleep(50000);
+}

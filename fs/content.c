@@ -1,0 +1,602 @@
+/*
+ * content.c — paths to nodes, and what the small files say: status, exit,
+ * info, runs/, .sandboxfs/health and stats, the extended attributes.
+ * Nothing here waits or talks to the network except the root lookup of an
+ * unknown id (one cached orchestrator listing).
+ */
+#include "node_i.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *const fs_file_names[] = {
+    [FS_F_CTL] = "ctl",		[FS_F_STDOUT] = "stdout",   [FS_F_STDERR] = "stderr",
+    [FS_F_EXIT] = "exit",	[FS_F_STATUS] = "status",   [FS_F_LAST] = "last",
+    [FS_F_TIMEOUT] = "timeout", [FS_F_STATE] = "state",	    [FS_F_INFO] = "info",
+    [FS_F_COMMAND] = "command", [FS_F_MCTL] = "ctl",	    [FS_F_HEALTH] = "health",
+    [FS_F_STATS] = "stats",	[FS_F_VERSION] = "version",
+};
+
+const char *fs_file_name(enum fs_file f)
+{
+	return fs_file_names[f];
+}
+
+static const enum fs_file fs_sb_files[] = {
+    FS_F_CTL,  FS_F_STDOUT,  FS_F_STDERR, FS_F_EXIT, FS_F_STATUS,
+    FS_F_LAST, FS_F_TIMEOUT, FS_F_STATE,  FS_F_INFO,
+};
+static const enum fs_file fs_run_files[] = {
+    FS_F_COMMAND, FS_F_STDOUT, FS_F_STDERR, FS_F_EXIT, FS_F_STATUS, FS_F_INFO,
+};
+static const enum fs_file fs_m_files[] = {
+    FS_F_MCTL,
+    FS_F_HEALTH,
+    FS_F_STATS,
+    FS_F_VERSION,
+};
+
+static int fs_match(const char *name, size_t len, const enum fs_file *set, size_t n,
+		    enum fs_file *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *f = fs_file_names[set[i]];
+		if (strlen(f) == len && memcmp(f, name, len) == 0) {
+			*out = set[i];
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The next segment of p: its start and length; advances p. */
+static bool fs_segment(const char **p, const char **seg, size_t *len)
+{
+	while (**p == '/')
+		(*p)++;
+	if (!**p)
+		return false;
+	*seg = *p;
+	while (**p && **p != '/')
+		(*p)++;
+	*len = (size_t)(*p - *seg);
+	return true;
+}
+
+int fs_resolve(struct fs_mount *m, const char *path, struct fs_loc *loc)
+{
+	memset(loc, 0, sizeof(*loc));
+	const char *p = path, *seg;
+	size_t len;
+	if (!fs_segment(&p, &seg, &len)) {
+		loc->node = FS_N_ROOT;
+		return 0;
+	}
+	if (len == 10 && memcmp(seg, ".sandboxfs", 10) == 0) {
+		if (!fs_segment(&p, &seg, &len)) {
+			loc->node = FS_N_MDIR;
+			return 0;
+		}
+		if (fs_match(seg, len, fs_m_files, N(fs_m_files), &loc->file) < 0)
+			return -ENOENT;
+		loc->node = FS_N_MFILE;
+		return fs_segment(&p, &seg, &len) ? -ENOTDIR : 0;
+	}
+	char id[64];
+	if (len >= sizeof(id))
+		return -ENOENT;
+	memcpy(id, seg, len);
+	id[len] = '\0';
+	if (!backend_sandbox_id_valid(id))
+		return -ENOENT;
+	pthread_mutex_lock(&m->lock);
+	struct fs_sandbox *sb = fs_sandbox_find(m, id);
+	bool found = sb && sb->present;
+	pthread_mutex_unlock(&m->lock);
+	if (!found && m->have_orch) {
+		/* maybe created elsewhere: one cached listing tells */
+		fs_orch_refresh(m, false);
+		pthread_mutex_lock(&m->lock);
+		sb = fs_sandbox_find(m, id);
+		found = sb && sb->present;
+		pthread_mutex_unlock(&m->lock);
+	}
+	if (!found)
+		return -ENOENT;
+	loc->sb = sb;
+	if (!fs_segment(&p, &seg, &len)) {
+		loc->node = FS_N_SB;
+		return 0;
+	}
+	if (len == 9 && memcmp(seg, "workspace", 9) == 0) {
+		loc->node = FS_N_WS;
+		while (*p == '/')
+			p++;
+		loc->rel = p;
+		return 0;
+	}
+	if (len == 4 && memcmp(seg, "runs", 4) == 0) {
+		if (!fs_segment(&p, &seg, &len)) {
+			loc->node = FS_N_RUNS;
+			return 0;
+		}
+		char num[24];
+		if (len >= sizeof(num) || seg[0] == '0')
+			return -ENOENT;
+		memcpy(num, seg, len);
+		num[len] = '\0';
+		char *end;
+		unsigned long long seq = strtoull(num, &end, 10);
+		if (*end || seq == 0)
+			return -ENOENT;
+		pthread_mutex_lock(&m->lock);
+		bool have = fs_sandbox_run(sb, seq) != NULL;
+		pthread_mutex_unlock(&m->lock);
+		if (!have)
+			return -ENOENT;
+		loc->seq = seq;
+		if (!fs_segment(&p, &seg, &len)) {
+			loc->node = FS_N_RUN;
+			return 0;
+		}
+		if (fs_match(seg, len, fs_run_files, N(fs_run_files), &loc->file) < 0)
+			return -ENOENT;
+		loc->node = FS_N_RUNFILE;
+		return fs_segment(&p, &seg, &len) ? -ENOTDIR : 0;
+	}
+	if (fs_match(seg, len, fs_sb_files, N(fs_sb_files), &loc->file) < 0)
+		return -ENOENT;
+	loc->node = FS_N_SBFILE;
+	return fs_segment(&p, &seg, &len) ? -ENOTDIR : 0;
+}
+
+bool fs_file_waits(const struct fs_loc *loc)
+{
+	if (loc->node != FS_N_SBFILE && loc->node != FS_N_RUNFILE)
+		return false;
+	return loc->file == FS_F_STDOUT || loc->file == FS_F_STDERR ||
+	       loc->file == FS_F_EXIT;
+}
+
+/* The run a file speaks of (lock held): the latest, or runs/SEQ. */
+static struct fs_run *fs_loc_run(const struct fs_loc *loc)
+{
+	if (loc->node == FS_N_RUN || loc->node == FS_N_RUNFILE)
+		return fs_sandbox_run(loc->sb, loc->seq);
+	return fs_sandbox_latest(loc->sb);
+}
+
+uint64_t fs_node_mtime(struct fs_mount *m, const struct fs_loc *loc)
+{
+	uint64_t t = m->mount_ms;
+	if (!loc->sb)
+		return t;
+	pthread_mutex_lock(&m->lock);
+	if (loc->sb->created_ms)
+		t = loc->sb->created_ms;
+	if (loc->node != FS_N_SB) {
+		struct fs_run *r = fs_loc_run(loc);
+		if (r)
+			t = r->ended_ms ? r->ended_ms : r->started_ms;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return t ? t : m->mount_ms;
+}
+
+static char *fs_iso8601(uint64_t ms, char *buf, size_t len)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return buf;
+}
+
+static int fs_json_out(cJSON *o, char **buf, size_t *len)
+{
+	char *s = cJSON_Print(o);
+	cJSON_Delete(o);
+	if (!s)
+		return -ENOMEM;
+	size_t n = strlen(s);
+	char *b = malloc(n + 2);
+	if (!b) {
+		cJSON_free(s);
+		return -ENOMEM;
+	}
+	memcpy(b, s, n);
+	b[n] = '\n';
+	b[n + 1] = '\0';
+	cJSON_free(s);
+	*buf = b;
+	*len = n + 1;
+	return 0;
+}
+
+static void fs_json_time(cJSON *o, const char *key, uint64_t ms)
+{
+	char t[40];
+	if (ms)
+		cJSON_AddStringToObject(o, key, fs_iso8601(ms, t, sizeof(t)));
+	else
+		cJSON_AddNullToObject(o, key);
+}
+
+static void fs_json_str(cJSON *o, const char *key, const char *v)
+{
+	if (v)
+		cJSON_AddStringToObject(o, key, v);
+	else
+		cJSON_AddNullToObject(o, key);
+}
+
+/* lock held */
+static cJSON *fs_run_json(const struct fs_run *r)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "seq", (double)r->seq);
+	fs_json_str(o, "command", r->command);
+	cJSON_AddStringToObject(o, "status", fs_run_status_name(r->status));
+	if (r->status == FS_RUN_EXITED || r->status == FS_RUN_TIMEOUT)
+		cJSON_AddNumberToObject(o, "exit", r->exit_code);
+	else
+		cJSON_AddNullToObject(o, "exit");
+	cJSON_AddNumberToObject(o, "timeout", (double)r->timeout_s);
+	cJSON_AddNumberToObject(o, "duration_ms", (double)r->duration_ms);
+	cJSON_AddBoolToObject(o, "truncated", r->truncated);
+	cJSON_AddNumberToObject(o, "stdout_bytes", (double)r->out.len);
+	cJSON_AddNumberToObject(o, "stderr_bytes", (double)r->err.len);
+	fs_json_time(o, "started", r->started_ms);
+	fs_json_time(o, "ended", r->ended_ms);
+	fs_json_str(o, "error", r->error);
+	return o;
+}
+
+/* lock held; never the URL */
+static cJSON *fs_sandbox_json(struct fs_mount *m, const struct fs_sandbox *sb)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "id", sb->id);
+	fs_json_str(o, "pool", sb->pool);
+	if (sb->image)
+		cJSON_AddStringToObject(o, "image", sb->image);
+	cJSON_AddStringToObject(o, "state", fs_sb_state_name(sb->state));
+	cJSON_AddBoolToObject(o, "owned", sb->owned);
+	cJSON_AddBoolToObject(o, "attached", sb->attached);
+	fs_json_time(o, "created", sb->created_ms);
+	cJSON_AddNumberToObject(o, "commands_run", (double)sb->commands_run);
+	cJSON_AddNumberToObject(o, "last", (double)sb->last_seq);
+	cJSON_AddBoolToObject(o, "running", sb->busy);
+	cJSON_AddNumberToObject(o, "timeout", (double)fs_sandbox_timeout(m, sb));
+	const struct fs_run *r = sb->nruns ? &sb->runs[sb->nruns - 1] : NULL;
+	cJSON_AddStringToObject(o, "status", r ? fs_run_status_name(r->status) : "idle");
+	fs_json_str(o, "last_error", sb->last_error);
+	if (r && r->error)
+		cJSON_AddStringToObject(o, "why", r->error);
+	return o;
+}
+
+static int fs_strbuf(const char *s, char **buf, size_t *len)
+{
+	*buf = strdup(s);
+	if (!*buf)
+		return -ENOMEM;
+	*len = strlen(s);
+	return 0;
+}
+
+static int fs_memstream_done(FILE *f, char **mbuf, size_t *msize, char **buf, size_t *len)
+{
+	if (fclose(f) != 0)
+		return -ENOMEM;
+	*buf = *mbuf;
+	*len = *msize;
+	return 0;
+}
+
+static int fs_render_health(struct fs_mount *m, char **buf, size_t *len)
+{
+	char *mb = NULL;
+	size_t ms = 0;
+	FILE *f = open_memstream(&mb, &ms);
+	if (!f)
+		return -ENOMEM;
+	int problems = 0;
+	if (m->jreport.torn_tail) {
+		fprintf(f,
+			"journal: a torn last record was cut at offset %" PRIu64
+			" (kept in %s)\n",
+			m->jreport.torn_offset, m->jreport.torn_copy);
+		problems++;
+	}
+	if (m->have_orch) {
+		fs_orch_refresh(m, false);
+		pthread_mutex_lock(&m->lock);
+		if (m->list_errno) {
+			fprintf(f, "orchestrator unreachable or refusing: %s\n",
+				m->list_error);
+			problems++;
+		}
+		pthread_mutex_unlock(&m->lock);
+	}
+	size_t deleting = 0, unknown = 0, unreachable = 0, failed = 0;
+	pthread_mutex_lock(&m->lock);
+	for (size_t i = 0; i < m->nsbs; i++) {
+		struct fs_sandbox *sb = m->sbs[i];
+		if (!sb->present)
+			continue;
+		if (sb->state == FS_SB_DELETING && !sb->lifecycle_busy)
+			deleting++;
+		else if (sb->state == FS_SB_UNKNOWN && sb->owned && !sb->url)
+			unknown++;
+		else if (sb->state == FS_SB_UNREACHABLE)
+			unreachable++;
+		else if (sb->state == FS_SB_FAILED && sb->owned)
+			failed++;
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (deleting)
+		fprintf(f,
+			"%zu sandboxes with unconfirmed delete (write \"recover\" to "
+			".sandboxfs/ctl)\n",
+			deleting);
+	if (unknown)
+		fprintf(f,
+			"%zu sandboxes with unconfirmed create (write \"recover\" to "
+			".sandboxfs/ctl)\n",
+			unknown);
+	if (unreachable)
+		fprintf(f, "%zu sandboxes unreachable\n", unreachable);
+	if (failed)
+		fprintf(f, "%zu failed sandboxes to dispose of (rmdir or recover)\n",
+			failed);
+	problems += (deleting || unknown || unreachable || failed) ? 1 : 0;
+#ifdef SANDBOXFS_HAVE_WORKSPACE
+	if (m->wscache)
+		problems += wscache_health(m->wscache, f);
+#endif
+	if (!problems)
+		fputs("ok\n", f);
+	return fs_memstream_done(f, &mb, &ms, buf, len);
+}
+
+static int fs_render_stats(struct fs_mount *m, char **buf, size_t *len)
+{
+	char *mb = NULL;
+	size_t ms = 0;
+	FILE *f = open_memstream(&mb, &ms);
+	if (!f)
+		return -ENOMEM;
+	struct backend_stats bs;
+	backend_get_stats(m->backend, &bs);
+	static const char *const ops[] = {"execute", "file", "health", "create",
+					  "sandbox"};
+	for (int i = 0; i < 5; i++)
+		fprintf(f, "requests_%s %" PRIu64 "\n", ops[i], bs.requests[i]);
+	fprintf(f, "request_errors %" PRIu64 "\n", bs.errors);
+	fprintf(f, "bytes_out %" PRIu64 "\n", bs.bytes_sent);
+	fprintf(f, "bytes_in %" PRIu64 "\n", bs.bytes_received);
+	fprintf(f, "connections_opened %" PRIu64 "\n", bs.connections_opened);
+	fprintf(f, "names_dropped %" PRIu64 "\n", bs.names_dropped);
+	fprintf(f, "latency_p50_us %" PRIu64 "\n", bs.latency_p50_us);
+	fprintf(f, "latency_p99_us %" PRIu64 "\n", bs.latency_p99_us);
+#define C(name) fprintf(f, #name " %" PRIu64 "\n", (uint64_t)atomic_load(&m->n.name))
+	C(commands);
+	C(commands_exited);
+	C(commands_unknown);
+	C(commands_failed);
+	C(busy_refused);
+	C(efbig_refused);
+	C(interrupted_writes);
+	C(waits);
+	C(creates);
+	C(create_failures);
+	C(deletes);
+	C(delete_failures);
+	C(attaches);
+	C(detaches);
+	C(list_refreshes);
+	C(list_errors);
+	C(ctl_writes);
+#undef C
+	fprintf(f, "command_threads %d\n", atomic_load(&m->workers));
+	fprintf(f, "journal_bytes %" PRIu64 "\n", journal_size(m->journal));
+#ifdef SANDBOXFS_HAVE_WORKSPACE
+	if (m->wscache)
+		wscache_stats(m->wscache, f);
+#endif
+	return fs_memstream_done(f, &mb, &ms, buf, len);
+}
+
+int fs_render(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *len)
+{
+	char tmp[64];
+	*buf = NULL;
+	*len = 0;
+	switch (loc->node) {
+	case FS_N_MFILE:
+		switch (loc->file) {
+		case FS_F_HEALTH:
+			return fs_render_health(m, buf, len);
+		case FS_F_STATS:
+			return fs_render_stats(m, buf, len);
+		case FS_F_VERSION:
+			return fs_strbuf("sandboxfs " SANDBOXFS_VERSION "\n", buf, len);
+		default:
+			return fs_strbuf("", buf, len);
+		}
+	case FS_N_SBFILE:
+	case FS_N_RUNFILE:
+		break;
+	default:
+		return -EISDIR;
+	}
+
+	struct fs_sandbox *sb = loc->sb;
+	struct journal_output o = {0};
+	bool output = false;
+	int rc = 0;
+	pthread_mutex_lock(&m->lock);
+	struct fs_run *r = fs_loc_run(loc);
+	if (loc->node == FS_N_RUNFILE && !r) {
+		pthread_mutex_unlock(&m->lock);
+		return -ENOENT;
+	}
+	switch (loc->file) {
+	case FS_F_CTL:
+		rc = fs_strbuf("", buf, len);
+		break;
+	case FS_F_STDOUT:
+	case FS_F_STDERR:
+		if (r && r->status != FS_RUN_RUNNING) {
+			const struct journal_output *src =
+			    loc->file == FS_F_STDOUT ? &r->out : &r->err;
+			o.len = src->len;
+			o.crc32 = src->crc32;
+			o.file = src->file;
+			o.data = src->data;
+			output = true;
+			/* fs_output_load copies; keep the lock meanwhile for
+			 * inline data, release it for files */
+			if (src->data) {
+				rc = fs_output_load(m, &o, buf, len);
+				output = false;
+			} else {
+				o.file = fs_strdup0(src->file);
+			}
+		} else {
+			rc = fs_strbuf("", buf, len);
+		}
+		break;
+	case FS_F_EXIT:
+		if (r && (r->status == FS_RUN_EXITED || r->status == FS_RUN_TIMEOUT))
+			snprintf(tmp, sizeof(tmp), "%d\n", r->exit_code);
+		else
+			tmp[0] = '\0';
+		rc = fs_strbuf(tmp, buf, len);
+		break;
+	case FS_F_STATUS:
+		snprintf(tmp, sizeof(tmp), "%s\n",
+			 r ? fs_run_status_name(r->status) : "idle");
+		rc = fs_strbuf(tmp, buf, len);
+		break;
+	case FS_F_LAST:
+		snprintf(tmp, sizeof(tmp), "%" PRIu64 "\n", sb->last_seq);
+		rc = fs_strbuf(tmp, buf, len);
+		break;
+	case FS_F_TIMEOUT:
+		snprintf(tmp, sizeof(tmp), "%ld\n", fs_sandbox_timeout(m, sb));
+		rc = fs_strbuf(tmp, buf, len);
+		break;
+	case FS_F_STATE:
+		snprintf(tmp, sizeof(tmp), "%s\n", fs_sb_state_name(sb->state));
+		rc = fs_strbuf(tmp, buf, len);
+		break;
+	case FS_F_COMMAND: {
+		size_t n = strlen(r->command);
+		*buf = malloc(n + 2);
+		if (!*buf) {
+			rc = -ENOMEM;
+			break;
+		}
+		memcpy(*buf, r->command, n);
+		(*buf)[n] = '\n';
+		(*buf)[n + 1] = '\0';
+		*len = n + 1;
+		break;
+	}
+	case FS_F_INFO: {
+		cJSON *j =
+		    loc->node == FS_N_RUNFILE ? fs_run_json(r) : fs_sandbox_json(m, sb);
+		rc = fs_json_out(j, buf, len);
+		break;
+	}
+	default:
+		rc = -ENOENT;
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (output) {
+		o.data = NULL;
+		rc = fs_output_load(m, &o, buf, len);
+		free(o.file);
+	}
+	return rc;
+}
+
+off_t fs_render_size(struct fs_mount *m, const struct fs_loc *loc)
+{
+	if (loc->file == FS_F_STDOUT || loc->file == FS_F_STDERR) {
+		/* output files are not read for a stat */
+		off_t size = 0;
+		pthread_mutex_lock(&m->lock);
+		struct fs_run *r = fs_loc_run(loc);
+		if (r && r->status != FS_RUN_RUNNING)
+			size =
+			    (off_t)(loc->file == FS_F_STDOUT ? r->out.len : r->err.len);
+		pthread_mutex_unlock(&m->lock);
+		return size;
+	}
+	char *buf;
+	size_t len;
+	if (fs_render(m, loc, &buf, &len) < 0)
+		return 0;
+	free(buf);
+	return (off_t)len;
+}
+
+static void fs_xattr_add(FILE *f, const char *name, const char *value)
+{
+	fputs(name, f);
+	fputc('\0', f);
+	fputs(value, f);
+	fputc('\0', f);
+}
+
+int fs_xattrs(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *len)
+{
+	char *mb = NULL;
+	size_t ms = 0;
+	FILE *f = open_memstream(&mb, &ms);
+	if (!f)
+		return -ENOMEM;
+	char tmp[64];
+	pthread_mutex_lock(&m->lock);
+	struct fs_sandbox *sb = loc->sb;
+	if (loc->node == FS_N_SB) {
+		struct fs_run *r = fs_sandbox_latest(sb);
+		fs_xattr_add(f, "user.sandbox.id", sb->id);
+		fs_xattr_add(f, "user.sandbox.state", fs_sb_state_name(sb->state));
+		fs_xattr_add(f, "user.sandbox.status",
+			     r ? fs_run_status_name(r->status) : "idle");
+		if (r && (r->status == FS_RUN_EXITED || r->status == FS_RUN_TIMEOUT)) {
+			snprintf(tmp, sizeof(tmp), "%d", r->exit_code);
+			fs_xattr_add(f, "user.sandbox.exit", tmp);
+		}
+		snprintf(tmp, sizeof(tmp), "%" PRIu64, sb->last_seq);
+		fs_xattr_add(f, "user.sandbox.last", tmp);
+		snprintf(tmp, sizeof(tmp), "%ld", fs_sandbox_timeout(m, sb));
+		fs_xattr_add(f, "user.sandbox.timeout", tmp);
+		fs_xattr_add(f, "user.sandbox.owner",
+			     sb->attached ? "attached" : "owned");
+		if (sb->pool)
+			fs_xattr_add(f, "user.sandbox.pool", sb->pool);
+	} else if (loc->node == FS_N_RUN) {
+		struct fs_run *r = fs_sandbox_run(sb, loc->seq);
+		if (r) {
+			fs_xattr_add(f, "user.sandbox.status",
+				     fs_run_status_name(r->status));
+			if (r->status == FS_RUN_EXITED || r->status == FS_RUN_TIMEOUT) {
+				snprintf(tmp, sizeof(tmp), "%d", r->exit_code);
+				fs_xattr_add(f, "user.sandbox.exit", tmp);
+			}
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+	return fs_memstream_done(f, &mb, &ms, buf, len);
+}

@@ -1,0 +1,647 @@
+/*
+ * lifecycle.c — sandboxes: the orchestrator's listing, create (the id is the
+ * idempotency key), delete, attach, detach, recover (DESIGN.md §4, §5).
+ * Every create and delete writes its intent durably before the request.
+ */
+#include "mount_i.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static enum fs_sb_state fs_state_of(enum backend_sandbox_state s)
+{
+	switch (s) {
+	case BACKEND_SANDBOX_CREATING:
+		return FS_SB_CREATING;
+	case BACKEND_SANDBOX_READY:
+		return FS_SB_READY;
+	case BACKEND_SANDBOX_FAILED:
+		return FS_SB_FAILED;
+	case BACKEND_SANDBOX_DELETING:
+		return FS_SB_DELETING;
+	default:
+		return FS_SB_UNKNOWN;
+	}
+}
+
+static int fs_journal(struct fs_mount *m, const struct journal_record *r)
+{
+	int rc = journal_append(m->journal, r, true);
+	if (rc < 0)
+		fs_log("journal append (%s %s) failed: %s", journal_kind_name(r->kind),
+		       r->sandbox ? r->sandbox : "", strerror(-rc));
+	return rc;
+}
+
+int fs_orch_refresh(struct fs_mount *m, bool force)
+{
+	if (!m->have_orch)
+		return 0;
+	uint64_t now = fs_now_ms();
+	pthread_mutex_lock(&m->lock);
+	bool fresh =
+	    m->list_try_ms && now - m->list_try_ms < (uint64_t)m->opt.listing_ttl_ms;
+	int last = m->list_errno;
+	pthread_mutex_unlock(&m->lock);
+	if (fresh && !force)
+		return last;
+
+	pthread_mutex_lock(&m->list_lock);
+	/* another thread may have refreshed while we waited */
+	pthread_mutex_lock(&m->lock);
+	fresh = m->list_try_ms && m->list_try_ms >= now;
+	last = m->list_errno;
+	pthread_mutex_unlock(&m->lock);
+	if (fresh) {
+		pthread_mutex_unlock(&m->list_lock);
+		return last;
+	}
+
+	uint64_t start = fs_now_ms();
+	struct backend_sandbox_list l = {0};
+	struct backend_error err = {0};
+	enum backend_status st = backend_orch_list(m->backend, &m->orch, &l, &err);
+	atomic_fetch_add(&m->n.list_refreshes, 1);
+
+	pthread_mutex_lock(&m->lock);
+	m->list_try_ms = start;
+	if (st != BACKEND_OK) {
+		atomic_fetch_add(&m->n.list_errors, 1);
+		m->list_errno = backend_errno(st, BACKEND_OP_SANDBOX);
+		snprintf(m->list_error, sizeof(m->list_error), "%s: %s",
+			 backend_status_name(st), err.message);
+		pthread_mutex_unlock(&m->lock);
+		pthread_mutex_unlock(&m->list_lock);
+		return m->list_errno;
+	}
+	m->list_errno = 0;
+	m->list_error[0] = '\0';
+	m->list_ms = start;
+	for (size_t i = 0; i < l.count; i++) {
+		struct backend_sandbox *s = &l.items[i];
+		if (!s->id || !backend_sandbox_id_valid(s->id))
+			continue;
+		struct fs_sandbox *sb = fs_sandbox_find(m, s->id);
+		if (sb && sb->attached && sb->present)
+			continue; /* an attached one with the same id wins */
+		if (!sb) {
+			sb = fs_sandbox_add(m, s->id);
+			sb->owned = true;
+		}
+		if (sb->lifecycle_busy)
+			continue;
+		if (!sb->present) {
+			/* deleted or detached by us earlier, live again */
+			sb->present = true;
+			sb->owned = true;
+			sb->attached = false;
+		}
+		sb->listed_ms = start;
+		sb->state = fs_state_of(s->state);
+		if (s->url && (!sb->url || strcmp(sb->url, s->url) != 0)) {
+			fs_set_str(&sb->url, s->url);
+			sb->journaled = false;
+		}
+		if (!sb->pool)
+			fs_set_str(&sb->pool, s->pool);
+		if (!sb->image)
+			fs_set_str(&sb->image, s->image);
+		if (s->error)
+			fs_set_str(&sb->last_error, s->error);
+		if (!sb->created_ms)
+			sb->created_ms = start;
+	}
+	/* Owned sandboxes missing from a listing newer than their creation
+	 * vanished: they show "gone" and are never recreated. */
+	for (size_t i = 0; i < m->nsbs; i++) {
+		struct fs_sandbox *sb = m->sbs[i];
+		if (!sb->present || !sb->owned || sb->listed_ms == start ||
+		    sb->lifecycle_busy)
+			continue;
+		if (sb->created_ms >= start)
+			continue;
+		if (sb->state == FS_SB_UNKNOWN && !sb->url)
+			continue; /* a lost create: reconciled by id */
+		if (!sb->in_journal_state) {
+			sb->present = false; /* only ever seen in a listing */
+			continue;
+		}
+		if (sb->state == FS_SB_DELETING) {
+			/* our delete went through after all */
+			continue;
+		}
+		if (sb->state != FS_SB_GONE) {
+			sb->state = FS_SB_GONE;
+			fs_set_str(&sb->last_error,
+				   "the sandbox vanished from the orchestrator");
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+	pthread_mutex_unlock(&m->list_lock);
+	backend_sandbox_list_clear(&l);
+	return 0;
+}
+
+/* Polls GET /v1/sandbox/ID until it leaves "creating" (bounded). */
+static enum backend_status fs_wait_ready(struct fs_mount *m, const char *id,
+					 struct backend_sandbox *s,
+					 struct backend_error *err)
+{
+	long waited = 0, step = 100;
+	enum backend_status st = BACKEND_OK;
+	while (s->state == BACKEND_SANDBOX_CREATING && waited < 120000) {
+		usleep((useconds_t)step * 1000);
+		waited += step;
+		if (step < 2000)
+			step *= 2;
+		backend_sandbox_clear(s);
+		st = backend_orch_get(m->backend, &m->orch, id, s, err);
+		if (st != BACKEND_OK)
+			return st;
+	}
+	return st;
+}
+
+/* Applies a create's answer: journal, then model. Returns 0 or -errno. */
+static int fs_create_settle(struct fs_mount *m, struct fs_sandbox *sb,
+			    struct backend_sandbox *s, enum journal_kind kind)
+{
+	struct journal_record r = {.kind = kind};
+	r.sandbox = sb->id;
+	int res = 0;
+	if (s->state == BACKEND_SANDBOX_READY && s->url) {
+		r.url = s->url;
+	} else {
+		r.kind = JOURNAL_CREATE_FAILED;
+		r.error = s->error ? s->error : "the sandbox did not become ready";
+		res = -EIO;
+	}
+	int rc = fs_journal(m, &r);
+	pthread_mutex_lock(&m->lock);
+	if (res == 0) {
+		fs_set_str(&sb->url, s->url);
+		sb->journaled = rc == 0;
+		sb->state = FS_SB_READY;
+	} else {
+		sb->state = FS_SB_FAILED;
+		fs_set_str(&sb->last_error, r.error);
+	}
+	fs_set_str(&sb->pool, s->pool);
+	fs_set_str(&sb->image, s->image);
+	sb->listed_ms = fs_now_ms();
+	pthread_mutex_unlock(&m->lock);
+	return res;
+}
+
+/* Reads GET /v1/sandbox/ID after a create whose answer was lost. */
+static int fs_reconcile_one(struct fs_mount *m, struct fs_sandbox *sb)
+{
+	struct backend_sandbox s = {0};
+	struct backend_error err = {0};
+	enum backend_status st = BACKEND_NOT_SENT;
+	for (int attempt = 0; attempt < 3; attempt++) {
+		st = backend_orch_get(m->backend, &m->orch, sb->id, &s, &err);
+		if (st != BACKEND_NOT_SENT && st != BACKEND_ANSWER_LOST &&
+		    st != BACKEND_SERVER_ERROR)
+			break;
+		usleep((useconds_t)(200000 << attempt));
+	}
+	if (st == BACKEND_OK) {
+		if (s.state == BACKEND_SANDBOX_CREATING)
+			st = fs_wait_ready(m, sb->id, &s, &err);
+	}
+	int res;
+	if (st == BACKEND_OK) {
+		res = fs_create_settle(m, sb, &s, JOURNAL_CREATE_RECONCILED);
+	} else if (st == BACKEND_NOT_FOUND) {
+		/* the create never took effect: it does not exist */
+		struct journal_record r = {.kind = JOURNAL_CREATE_RECONCILED};
+		r.sandbox = sb->id;
+		fs_journal(m, &r);
+		pthread_mutex_lock(&m->lock);
+		sb->state = FS_SB_GONE;
+		sb->present = false;
+		fs_set_str(&sb->last_error,
+			   "create not confirmed: the orchestrator does not know it");
+		pthread_mutex_unlock(&m->lock);
+		res = -EIO;
+	} else {
+		pthread_mutex_lock(&m->lock);
+		sb->state = FS_SB_UNKNOWN;
+		char why[384];
+		snprintf(why, sizeof(why), "create outcome unknown (%s): %s",
+			 backend_status_name(st), err.message);
+		fs_set_str(&sb->last_error, why);
+		pthread_mutex_unlock(&m->lock);
+		res = -EIO;
+	}
+	backend_sandbox_clear(&s);
+	return res;
+}
+
+void fs_reconcile_creates(struct fs_mount *m)
+{
+	if (!m->have_orch)
+		return;
+	pthread_mutex_lock(&m->lock);
+	size_t n = m->nsbs;
+	pthread_mutex_unlock(&m->lock);
+	for (size_t i = 0; i < n; i++) {
+		pthread_mutex_lock(&m->lock);
+		struct fs_sandbox *sb = m->sbs[i];
+		bool todo = sb->present && sb->owned && !sb->url &&
+			    (sb->state == FS_SB_UNKNOWN || sb->state == FS_SB_CREATING) &&
+			    !sb->lifecycle_busy;
+		if (todo)
+			sb->lifecycle_busy = true;
+		pthread_mutex_unlock(&m->lock);
+		if (!todo)
+			continue;
+		fs_reconcile_one(m, sb);
+		pthread_mutex_lock(&m->lock);
+		sb->lifecycle_busy = false;
+		pthread_mutex_unlock(&m->lock);
+	}
+}
+
+int fs_sandbox_create(struct fs_mount *m, const char *id, const char *pool,
+		      const char *image, int port, long idle_s)
+{
+	if (!backend_sandbox_id_valid(id))
+		return -EINVAL;
+	if (!m->have_orch)
+		return -EPERM;
+	if (image && port <= 0)
+		return -EINVAL;
+	if (!image && !pool)
+		pool = m->opt.pool;
+
+	fs_orch_refresh(m, false);
+	pthread_mutex_lock(&m->lock);
+	struct fs_sandbox *sb = fs_sandbox_find(m, id);
+	if (sb && (sb->present || sb->lifecycle_busy)) {
+		pthread_mutex_unlock(&m->lock);
+		return -EEXIST;
+	}
+	sb = fs_sandbox_add(m, id);
+	/* a fresh object state for a reused id */
+	sb->present = true;
+	sb->owned = true;
+	sb->attached = false;
+	sb->lifecycle_busy = true;
+	sb->state = FS_SB_CREATING;
+	sb->created_ms = fs_now_ms();
+	sb->listed_ms = 0;
+	sb->journaled = false;
+	fs_set_str(&sb->url, NULL);
+	fs_set_str(&sb->pool, image ? NULL : pool);
+	fs_set_str(&sb->image, image);
+	fs_set_str(&sb->last_error, NULL);
+	pthread_mutex_unlock(&m->lock);
+	atomic_fetch_add(&m->n.creates, 1);
+
+	struct journal_record r = {.kind = JOURNAL_CREATE_INTENT};
+	r.sandbox = (char *)id;
+	r.pool = image ? NULL : (char *)pool;
+	r.image = (char *)image;
+	r.port = port;
+	r.idle_s = idle_s;
+	int res = fs_journal(m, &r);
+	if (res < 0) {
+		pthread_mutex_lock(&m->lock);
+		sb->present = false;
+		sb->lifecycle_busy = false;
+		pthread_mutex_unlock(&m->lock);
+		atomic_fetch_add(&m->n.create_failures, 1);
+		return -EIO;
+	}
+	sb->in_journal_state = true;
+
+	struct backend_create_request req = {
+	    .id = id,
+	    .pool = image ? NULL : pool,
+	    .image = image,
+	    .port = port,
+	    .idle_timeout_s = idle_s,
+	};
+	struct backend_sandbox s = {0};
+	struct backend_error err = {0};
+	enum backend_status st =
+	    backend_orch_create(m->backend, &m->orch, &req, &s, &err);
+	if (st == BACKEND_OK && s.state == BACKEND_SANDBOX_CREATING)
+		st = fs_wait_ready(m, id, &s, &err);
+
+	if (st == BACKEND_OK) {
+		res = fs_create_settle(m, sb, &s, JOURNAL_CREATED);
+	} else if (st == BACKEND_ANSWER_LOST || st == BACKEND_BAD_ANSWER ||
+		   st == BACKEND_SERVER_ERROR) {
+		/* maybe created: reconcile by id, never create again */
+		struct journal_record u = {.kind = JOURNAL_CREATE_UNKNOWN};
+		u.sandbox = (char *)id;
+		char why[384];
+		snprintf(why, sizeof(why), "%s: %s", backend_status_name(st),
+			 err.message);
+		u.error = why;
+		fs_journal(m, &u);
+		pthread_mutex_lock(&m->lock);
+		sb->state = FS_SB_UNKNOWN;
+		fs_set_str(&sb->last_error, why);
+		pthread_mutex_unlock(&m->lock);
+		res = fs_reconcile_one(m, sb);
+	} else {
+		/* Refused or never sent: nothing of ours exists (409: the id
+		 * is someone else's live sandbox). Recorded as reconciled to
+		 * nothing, so neither replay nor recover ever touches it. */
+		struct journal_record f = {.kind = JOURNAL_CREATE_RECONCILED};
+		f.sandbox = (char *)id;
+		char why[384];
+		snprintf(why, sizeof(why), "create refused (%s): %s",
+			 backend_status_name(st), err.message);
+		fs_journal(m, &f);
+		res = -backend_errno(st, BACKEND_OP_CREATE);
+		pthread_mutex_lock(&m->lock);
+		/* nothing was created: the directory goes away again */
+		sb->present = false;
+		sb->state = FS_SB_FAILED;
+		fs_set_str(&sb->last_error, why);
+		pthread_mutex_unlock(&m->lock);
+	}
+	backend_sandbox_clear(&s);
+	pthread_mutex_lock(&m->lock);
+	sb->lifecycle_busy = false;
+	pthread_mutex_unlock(&m->lock);
+	if (res < 0)
+		atomic_fetch_add(&m->n.create_failures, 1);
+	if (res == -EEXIST)
+		fs_orch_refresh(m, true); /* show the live one */
+	return res;
+}
+
+/* DELETE through the orchestrator, intent first. Returns 0 or -errno. */
+static int fs_delete_owned(struct fs_mount *m, struct fs_sandbox *sb)
+{
+	struct journal_record r = {.kind = JOURNAL_DELETE_INTENT};
+	r.sandbox = sb->id;
+	if (fs_journal(m, &r) < 0)
+		return -EIO;
+	pthread_mutex_lock(&m->lock);
+	sb->state = FS_SB_DELETING;
+	sb->in_journal_state = true;
+	pthread_mutex_unlock(&m->lock);
+	atomic_fetch_add(&m->n.deletes, 1);
+
+	struct backend_error err = {0};
+	enum backend_status st = backend_orch_delete(m->backend, &m->orch, sb->id, &err);
+	if (st == BACKEND_OK || st == BACKEND_NOT_FOUND) {
+		struct journal_record d = {.kind = JOURNAL_DELETED};
+		d.sandbox = sb->id;
+		fs_journal(m, &d);
+		pthread_mutex_lock(&m->lock);
+		sb->state = FS_SB_GONE;
+		sb->present = false;
+		struct workspace *ws __attribute__((unused)) = sb->ws;
+		sb->ws = NULL;
+		fs_set_str(&sb->url, NULL);
+		sb->journaled = false;
+		pthread_mutex_unlock(&m->lock);
+#ifdef SANDBOXFS_HAVE_WORKSPACE
+		if (ws && m->wscache) {
+			workspace_sandbox_gone(ws);
+			workspace_forget(m->wscache, sb->id);
+		}
+#endif
+		return 0;
+	}
+	char why[384];
+	snprintf(why, sizeof(why), "delete not confirmed (%s): %s",
+		 backend_status_name(st), err.message);
+	struct journal_record u = {.kind = JOURNAL_DELETE_UNCONFIRMED};
+	u.sandbox = sb->id;
+	u.error = why;
+	fs_journal(m, &u);
+	pthread_mutex_lock(&m->lock);
+	sb->state = FS_SB_DELETING;
+	fs_set_str(&sb->last_error, why);
+	pthread_mutex_unlock(&m->lock);
+	atomic_fetch_add(&m->n.delete_failures, 1);
+	int e = backend_errno(st, BACKEND_OP_SANDBOX);
+	return -(e ? e : EIO);
+}
+
+int fs_sandbox_remove(struct fs_mount *m, const char *id)
+{
+	pthread_mutex_lock(&m->lock);
+	struct fs_sandbox *sb = fs_sandbox_find(m, id);
+	if (!sb || !sb->present) {
+		pthread_mutex_unlock(&m->lock);
+		return -ENOENT;
+	}
+	if (sb->busy || sb->lifecycle_busy) {
+		pthread_mutex_unlock(&m->lock);
+		return -EBUSY;
+	}
+	bool attached = sb->attached;
+	sb->lifecycle_busy = true;
+	pthread_mutex_unlock(&m->lock);
+
+	int rc;
+	if (attached) {
+		pthread_mutex_lock(&m->lock);
+		sb->lifecycle_busy = false;
+		pthread_mutex_unlock(&m->lock);
+		return fs_sandbox_detach(m, id);
+	}
+	if (!m->have_orch)
+		rc = -EPERM;
+	else
+		rc = fs_delete_owned(m, sb);
+	pthread_mutex_lock(&m->lock);
+	sb->lifecycle_busy = false;
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+static bool fs_url_valid(const char *url)
+{
+	if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
+		return false;
+	for (const char *p = url; *p; p++)
+		if (isspace((unsigned char)*p) || iscntrl((unsigned char)*p))
+			return false;
+	return strlen(url) > 8 && strlen(url) < 2048;
+}
+
+int fs_sandbox_attach(struct fs_mount *m, const char *id, const char *url)
+{
+	if (!backend_sandbox_id_valid(id) || !fs_url_valid(url))
+		return -EINVAL;
+	pthread_mutex_lock(&m->lock);
+	struct fs_sandbox *sb = fs_sandbox_find(m, id);
+	if (sb && sb->present) {
+		bool same =
+		    sb->attached && sb->url && strcmp(sb->url, url) == 0 && sb->journaled;
+		pthread_mutex_unlock(&m->lock);
+		return same ? 0 : -EEXIST;
+	}
+	if (sb && sb->lifecycle_busy) {
+		pthread_mutex_unlock(&m->lock);
+		return -EBUSY;
+	}
+	pthread_mutex_unlock(&m->lock);
+
+	struct journal_record r = {.kind = JOURNAL_ATTACH};
+	r.sandbox = (char *)id;
+	r.url = (char *)url;
+	if (fs_journal(m, &r) < 0)
+		return -EIO;
+	pthread_mutex_lock(&m->lock);
+	sb = fs_sandbox_add(m, id);
+	sb->present = true;
+	sb->attached = true;
+	sb->owned = false;
+	sb->journaled = true;
+	sb->in_journal_state = true;
+	sb->state = FS_SB_READY;
+	if (!sb->created_ms)
+		sb->created_ms = fs_now_ms();
+	fs_set_str(&sb->url, url);
+	fs_set_str(&sb->last_error, NULL);
+	pthread_mutex_unlock(&m->lock);
+	atomic_fetch_add(&m->n.attaches, 1);
+	return 0;
+}
+
+int fs_sandbox_detach(struct fs_mount *m, const char *id)
+{
+	pthread_mutex_lock(&m->lock);
+	struct fs_sandbox *sb = fs_sandbox_find(m, id);
+	if (!sb || !sb->present) {
+		pthread_mutex_unlock(&m->lock);
+		return -ENOENT;
+	}
+	if (!sb->attached) {
+		pthread_mutex_unlock(&m->lock);
+		return -EINVAL; /* owned: rmdir deletes it */
+	}
+	if (sb->busy) {
+		pthread_mutex_unlock(&m->lock);
+		return -EBUSY;
+	}
+	pthread_mutex_unlock(&m->lock);
+	struct journal_record r = {.kind = JOURNAL_DETACH};
+	r.sandbox = (char *)id;
+	if (fs_journal(m, &r) < 0)
+		return -EIO;
+	pthread_mutex_lock(&m->lock);
+	sb->present = false;
+	sb->attached = false;
+	struct workspace *ws __attribute__((unused)) = sb->ws;
+	sb->ws = NULL;
+	pthread_mutex_unlock(&m->lock);
+#ifdef SANDBOXFS_HAVE_WORKSPACE
+	if (ws && m->wscache)
+		workspace_forget(m->wscache, id);
+#endif
+	atomic_fetch_add(&m->n.detaches, 1);
+	return 0;
+}
+
+int fs_recover(struct fs_mount *m, FILE *report)
+{
+	if (!m->have_orch)
+		return -EPERM;
+	fs_reconcile_creates(m);
+	int failures = 0;
+	pthread_mutex_lock(&m->lock);
+	size_t n = m->nsbs;
+	pthread_mutex_unlock(&m->lock);
+	for (size_t i = 0; i < n; i++) {
+		pthread_mutex_lock(&m->lock);
+		struct fs_sandbox *sb = m->sbs[i];
+		/* unconfirmed deletes, and failed creates whose record the
+		 * orchestrator still keeps; never a command */
+		bool todo = sb->present && sb->owned && !sb->lifecycle_busy &&
+			    !sb->busy &&
+			    (sb->state == FS_SB_DELETING || sb->state == FS_SB_FAILED);
+		if (todo)
+			sb->lifecycle_busy = true;
+		pthread_mutex_unlock(&m->lock);
+		if (!todo)
+			continue;
+		int rc = fs_delete_owned(m, sb);
+		if (report)
+			fprintf(report, "%s: %s\n", sb->id,
+				rc == 0 ? "deleted" : strerror(-rc));
+		if (rc < 0)
+			failures++;
+		pthread_mutex_lock(&m->lock);
+		sb->lifecycle_busy = false;
+		pthread_mutex_unlock(&m->lock);
+	}
+	return failures ? -EIO : 0;
+}
+
+int fs_attach_file(struct fs_mount *m, const char *path, char *msg, size_t msglen)
+{
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		snprintf(msg, msglen, "sandboxes=%s: %s", path, strerror(errno));
+		return -1;
+	}
+	char line[4096];
+	int lineno = 0, rc = 0;
+	while (fgets(line, sizeof(line), f)) {
+		lineno++;
+		char *p = line;
+		while (isspace((unsigned char)*p))
+			p++;
+		if (!*p || *p == '#')
+			continue;
+		char *save = NULL;
+		char *id = strtok_r(p, " \t\r\n", &save);
+		char *url = strtok_r(NULL, " \t\r\n", &save);
+		char *extra = strtok_r(NULL, " \t\r\n", &save);
+		if (!id || !url || extra) {
+			snprintf(msg, msglen, "sandboxes=%s line %d: expected \"ID URL\"",
+				 path, lineno);
+			rc = -1;
+			break;
+		}
+		int e = fs_sandbox_attach(m, id, url);
+		if (e == -EEXIST) {
+			/* attached earlier with another URL: the file wins */
+			pthread_mutex_lock(&m->lock);
+			struct fs_sandbox *sb = fs_sandbox_find(m, id);
+			bool att = sb && sb->attached;
+			pthread_mutex_unlock(&m->lock);
+			if (att && fs_sandbox_detach(m, id) == 0)
+				e = fs_sandbox_attach(m, id, url);
+		}
+		if (e < 0) {
+			snprintf(msg, msglen, "sandboxes=%s line %d: sandbox %s: %s",
+				 path, lineno, id,
+				 e == -EINVAL ? "invalid id or URL" : strerror(-e));
+			rc = -1;
+			break;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+int fs_sandbox_set_timeout(struct fs_mount *m, struct fs_sandbox *sb, long t)
+{
+	struct journal_record r = {.kind = JOURNAL_SET_TIMEOUT};
+	r.sandbox = sb->id;
+	r.timeout_s = t;
+	if (fs_journal(m, &r) < 0)
+		return -EIO;
+	pthread_mutex_lock(&m->lock);
+	sb->timeout_s = t;
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}

@@ -1,0 +1,197 @@
+/*
+ * mount_i.h — private to fs/: the model of one mount.
+ *
+ * One struct fs_mount per process holds the options, the backend, the
+ * journal, the workspace cache and the sandboxes. A single mutex (lock)
+ * guards the model; it is never held across a network call or a journal
+ * append. Sandbox objects are never freed while mounted (a detached or
+ * deleted one is only hidden), so a pointer to one stays valid.
+ */
+#ifndef SANDBOXFS_FS_MOUNT_I_H
+#define SANDBOXFS_FS_MOUNT_I_H
+
+#ifndef FUSE_USE_VERSION
+#define FUSE_USE_VERSION 314
+#endif
+#include <fuse.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "backend.h"
+#include "journal.h"
+#include "options_i.h"
+#include "workspace.h"
+
+/* The state file of a sandbox (DESIGN.md §1). */
+enum fs_sb_state {
+	FS_SB_CREATING,
+	FS_SB_READY,
+	FS_SB_FAILED,
+	FS_SB_DELETING,
+	FS_SB_GONE,
+	FS_SB_UNREACHABLE,
+	FS_SB_UNKNOWN,
+};
+const char *fs_sb_state_name(enum fs_sb_state s);
+
+/* The status file of a command. */
+enum fs_run_status {
+	FS_RUN_RUNNING,
+	FS_RUN_EXITED,
+	FS_RUN_TIMEOUT,
+	FS_RUN_UNKNOWN,
+	FS_RUN_FAILED,
+};
+const char *fs_run_status_name(enum fs_run_status s);
+
+struct fs_run {
+	uint64_t seq;
+	char *command;
+	long timeout_s; /* as sent: 0 = no limit */
+	enum fs_run_status status;
+	int exit_code;
+	long duration_ms;
+	bool truncated;
+	struct journal_output out, err;
+	uint64_t started_ms, ended_ms;
+	char *error;	  /* why unknown / failed */
+	int result_errno; /* what the ctl write returns (0: the byte count) */
+};
+
+struct fs_sandbox {
+	char *id;
+	bool present;	       /* shown in the root */
+	bool owned;	       /* disposed of by rmdir through the orchestrator */
+	bool attached;	       /* given by id and URL: rmdir only detaches */
+	bool journaled;	       /* the journal holds its URL (created/attached) */
+	bool in_journal_state; /* the journal knows it at all */
+	char *url;	       /* a capability: never printed */
+	char *pool, *image;
+	enum fs_sb_state state;
+	uint64_t created_ms;
+	uint64_t listed_ms; /* last orchestrator listing that showed it */
+	long timeout_s;	    /* -1: no limit; 0: the mount default */
+	uint64_t last_seq;
+	uint64_t commands_run;
+	struct fs_run *runs; /* oldest first, at most opt.max_runs */
+	size_t nruns;
+	bool busy; /* a command of this mount holds the seat */
+	uint64_t busy_seq;
+	bool lifecycle_busy; /* a create/delete is in flight */
+	char *last_error;
+	struct workspace *ws;
+};
+
+struct fs_counters {
+	atomic_uint_fast64_t commands, commands_exited, commands_unknown, commands_failed,
+	    busy_refused, efbig_refused, interrupted_writes, waits, creates,
+	    create_failures, deletes, delete_failures, attaches, detaches, list_refreshes,
+	    list_errors, ctl_writes;
+};
+
+struct fs_mount {
+	struct fs_options opt;
+	uid_t uid;
+	gid_t gid;
+	uint64_t mount_ms;
+	char *state_dir;
+	struct backend *backend;
+	bool have_orch;
+	struct backend_orchestrator orch;
+	char *token; /* secret */
+	struct journal *journal;
+	struct journal_open_report jreport;
+	struct wscache *wscache;
+	struct fuse *fuse;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* broadcast when a run ends or the seat frees */
+	struct fs_sandbox **sbs;
+	size_t nsbs, cap;
+
+	pthread_mutex_t list_lock; /* one orchestrator listing at a time */
+	uint64_t list_ms;	   /* when the last listing succeeded */
+	uint64_t list_try_ms;	   /* when the last listing was tried */
+	int list_errno;		   /* its result */
+	char list_error[384];
+
+	atomic_int workers; /* detached command threads still running */
+	atomic_bool stopping;
+	struct fs_counters n;
+};
+
+extern struct fs_mount *fs_mount_global;
+
+uint64_t fs_now_ms(void);
+char *fs_strdup0(const char *s); /* strdup of NULL is NULL; aborts on OOM */
+/* Logs a line on stderr with a "sandboxfs: " prefix. */
+void fs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* --- model (sandbox.c); call with m->lock held unless said otherwise ----*/
+struct fs_sandbox *fs_sandbox_find(struct fs_mount *m, const char *id);
+struct fs_sandbox *fs_sandbox_add(struct fs_mount *m, const char *id);
+/* Sets a string field: frees the old value, copies the new one. */
+void fs_set_str(char **field, const char *value);
+void fs_run_clear(struct fs_run *r);
+/* Appends a run, dropping (and unlinking outputs of) the oldest beyond
+ * max_runs. Returns the new run. */
+struct fs_run *fs_sandbox_push_run(struct fs_mount *m, struct fs_sandbox *sb);
+struct fs_run *fs_sandbox_run(struct fs_sandbox *sb, uint64_t seq);
+struct fs_run *fs_sandbox_latest(struct fs_sandbox *sb);
+/* Builds the model from the replayed journal (no lock needed: start-up). */
+int fs_model_load(struct fs_mount *m, const struct journal_state *st);
+/* The workspace of a sandbox, journaling its URL at first use. Takes the
+ * lock itself. NULL when the sandbox has no URL (yet). */
+struct workspace *fs_sandbox_workspace(struct fs_mount *m, struct fs_sandbox *sb);
+/* Makes sure the journal holds the URL of a sandbox known only from the
+ * orchestrator's listing, before the URL is used. Takes the lock. */
+int fs_sandbox_adopt(struct fs_mount *m, struct fs_sandbox *sb);
+/* The effective timeoutSeconds for a command (lock held). */
+long fs_sandbox_timeout(struct fs_mount *m, const struct fs_sandbox *sb);
+
+/* --- lifecycle (lifecycle.c); these take the lock themselves ------------*/
+/* Refreshes the orchestrator's list when older than the listing TTL
+ * (force: now). Returns 0 or a positive errno. */
+int fs_orch_refresh(struct fs_mount *m, bool force);
+int fs_sandbox_create(struct fs_mount *m, const char *id, const char *pool,
+		      const char *image, int port, long idle_s);
+int fs_sandbox_remove(struct fs_mount *m, const char *id);
+int fs_sandbox_attach(struct fs_mount *m, const char *id, const char *url);
+int fs_sandbox_detach(struct fs_mount *m, const char *id);
+int fs_recover(struct fs_mount *m, FILE *report);
+/* Reconciles creates whose outcome is unknown (at mount and on recover). */
+void fs_reconcile_creates(struct fs_mount *m);
+/* Attaches every "ID URL" line of the sandboxes= file. */
+int fs_attach_file(struct fs_mount *m, const char *path, char *msg, size_t msglen);
+/* Sets the timeout of a sandbox, journaled. -1 = no limit. */
+int fs_sandbox_set_timeout(struct fs_mount *m, struct fs_sandbox *sb, long t);
+
+/* --- commands (command.c) -----------------------------------------------*/
+/* Runs command in sb through the journal (intent first). Waits for the
+ * end; with interruptible, returns -EINTR when the FUSE request is
+ * interrupted (the command keeps running). On success *seq_out is its
+ * sequence number. Returns 0 or -errno per DESIGN.md §2. */
+int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *command,
+		   size_t len, bool interruptible, bool internal, uint64_t *seq_out);
+/* Waits until sb has no running command of this mount. Returns 0,
+ * -EAGAIN (nonblock and running), -EINTR (interrupted or unmounting). */
+int fs_command_wait_idle(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq,
+			 bool nonblock);
+/* The wscache exec callback. */
+int fs_command_exec_cb(void *ctx, const char *sandbox_id, const char *command,
+		       int *exit_code);
+/* Reads an output stream of a run into a malloc'ed buffer (lock NOT
+ * held; out is a copy). */
+int fs_output_load(struct fs_mount *m, const struct journal_output *o, char **buf,
+		   size_t *len);
+/* Waits (bounded) for the detached command threads at unmount. */
+void fs_command_drain(struct fs_mount *m, int seconds);
+
+/* --- FUSE operations (ops.c) and file contents (content.c) --------------*/
+extern const struct fuse_operations fs_ops;
+
+#endif

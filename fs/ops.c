@@ -1,0 +1,758 @@
+/*
+ * ops.c — the FUSE operations: translate a path to a node and call the
+ * model, the command path, the lifecycle or the workspace. Thin on purpose.
+ */
+#include "node_i.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#ifdef SANDBOXFS_HAVE_WORKSPACE
+#define FS_WS 1
+#else
+#define FS_WS 0
+#endif
+
+/* One FUSE write at most (DESIGN.md §2). */
+#define FS_MAX_WRITE (1024 * 1024)
+
+static struct fs_mount *fs_m(void)
+{
+	return fs_mount_global;
+}
+
+/* The workspace of a WS location, or NULL. */
+static struct workspace *fs_ws(struct fs_mount *m, const struct fs_loc *loc)
+{
+	if (!FS_WS || loc->node != FS_N_WS)
+		return NULL;
+	return fs_sandbox_workspace(m, loc->sb);
+}
+
+/* A command longer than this may have been split by the kernel: a direct
+ * write(2) is cut into pieces of at most max_write bytes, and fewer when
+ * the user's buffer is not page aligned, so only a piece shorter than
+ * max_write minus one page is surely a whole write. */
+static size_t fs_max_command(void)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	if (page <= 0)
+		page = 4096;
+	return FS_MAX_WRITE - (size_t)page;
+}
+
+static void fs_fill_dir(struct fs_mount *m, struct stat *st, uint64_t ms)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_mode = S_IFDIR | 0755;
+	st->st_nlink = 2;
+	st->st_uid = m->uid;
+	st->st_gid = m->gid;
+	st->st_mtim.tv_sec = (time_t)(ms / 1000);
+	st->st_mtim.tv_nsec = (long)(ms % 1000) * 1000000;
+	st->st_atim = st->st_ctim = st->st_mtim;
+}
+
+static mode_t fs_file_mode(const struct fs_loc *loc)
+{
+	switch (loc->file) {
+	case FS_F_CTL:
+	case FS_F_MCTL:
+		return 0600;
+	case FS_F_TIMEOUT:
+		return 0644;
+	default:
+		return 0444;
+	}
+}
+
+static int fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
+{
+	struct fs_mount *m = fs_m();
+	if (!path && fi) {
+#if FS_WS
+		if (fs_handle_of(fi->fh)->kind == FS_HANDLE_WORKSPACE)
+			return workspace_getattr(NULL, NULL, st, fi);
+#endif
+		return -ESTALE;
+	}
+	struct fs_loc loc;
+	int rc = fs_resolve(m, path, &loc);
+	if (rc < 0)
+		return rc;
+	switch (loc.node) {
+	case FS_N_ROOT:
+	case FS_N_MDIR:
+	case FS_N_SB:
+	case FS_N_RUNS:
+	case FS_N_RUN:
+		fs_fill_dir(m, st, fs_node_mtime(m, &loc));
+		return 0;
+	case FS_N_WS: {
+		struct workspace *ws = fs_ws(m, &loc);
+		if (ws)
+			return workspace_getattr(ws, loc.rel, st, fi);
+		if (loc.rel[0])
+			return -ENOENT;
+		/* no URL yet (creating, failed): an empty directory */
+		fs_fill_dir(m, st, fs_node_mtime(m, &loc));
+		return 0;
+	}
+	default:
+		break;
+	}
+	memset(st, 0, sizeof(*st));
+	st->st_mode = S_IFREG | fs_file_mode(&loc);
+	st->st_nlink = 1;
+	st->st_uid = m->uid;
+	st->st_gid = m->gid;
+	uint64_t ms = fs_node_mtime(m, &loc);
+	st->st_mtim.tv_sec = (time_t)(ms / 1000);
+	st->st_mtim.tv_nsec = (long)(ms % 1000) * 1000000;
+	st->st_atim = st->st_ctim = st->st_mtim;
+	/* the size of what a read would return now (0 while running) */
+	if (loc.file != FS_F_CTL && loc.file != FS_F_MCTL && loc.file != FS_F_HEALTH &&
+	    loc.file != FS_F_STATS)
+		st->st_size = fs_render_size(m, &loc);
+	st->st_blksize = 4096;
+	st->st_blocks = (st->st_size + 511) / 512;
+	return 0;
+}
+
+static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t off,
+		      struct fuse_file_info *fi, enum fuse_readdir_flags flags)
+{
+	struct fs_mount *m = fs_m();
+	struct fs_loc loc;
+	int rc = fs_resolve(m, path, &loc);
+	if (rc < 0)
+		return rc;
+	if (loc.node == FS_N_WS) {
+		struct workspace *ws = fs_ws(m, &loc);
+		if (ws)
+			return workspace_readdir(ws, loc.rel, buf, filler, flags);
+		if (loc.rel[0])
+			return -ENOENT;
+		filler(buf, ".", NULL, 0, 0);
+		filler(buf, "..", NULL, 0, 0);
+		return 0;
+	}
+	filler(buf, ".", NULL, 0, 0);
+	filler(buf, "..", NULL, 0, 0);
+	switch (loc.node) {
+	case FS_N_ROOT: {
+		fs_orch_refresh(m, false);
+		filler(buf, ".sandboxfs", NULL, 0, 0);
+		pthread_mutex_lock(&m->lock);
+		size_t n = m->nsbs;
+		char **names = calloc(n + 1, sizeof(*names));
+		size_t k = 0;
+		for (size_t i = 0; names && i < n; i++)
+			if (m->sbs[i]->present)
+				names[k++] = fs_strdup0(m->sbs[i]->id);
+		pthread_mutex_unlock(&m->lock);
+		if (!names)
+			return -ENOMEM;
+		for (size_t i = 0; i < k; i++) {
+			filler(buf, names[i], NULL, 0, 0);
+			free(names[i]);
+		}
+		free(names);
+		return 0;
+	}
+	case FS_N_MDIR:
+		for (enum fs_file f = FS_F_MCTL; f <= FS_F_VERSION; f++)
+			filler(buf, fs_file_name(f), NULL, 0, 0);
+		return 0;
+	case FS_N_SB:
+		for (enum fs_file f = FS_F_CTL; f <= FS_F_INFO; f++)
+			filler(buf, fs_file_name(f), NULL, 0, 0);
+		filler(buf, "runs", NULL, 0, 0);
+		filler(buf, "workspace", NULL, 0, 0);
+		return 0;
+	case FS_N_RUNS: {
+		pthread_mutex_lock(&m->lock);
+		size_t n = loc.sb->nruns;
+		uint64_t *seqs = calloc(n + 1, sizeof(*seqs));
+		for (size_t i = 0; seqs && i < n; i++)
+			seqs[i] = loc.sb->runs[i].seq;
+		pthread_mutex_unlock(&m->lock);
+		if (!seqs)
+			return -ENOMEM;
+		for (size_t i = 0; i < n; i++) {
+			char name[24];
+			snprintf(name, sizeof(name), "%llu", (unsigned long long)seqs[i]);
+			filler(buf, name, NULL, 0, 0);
+		}
+		free(seqs);
+		return 0;
+	}
+	case FS_N_RUN:
+		filler(buf, "command", NULL, 0, 0);
+		filler(buf, "stdout", NULL, 0, 0);
+		filler(buf, "stderr", NULL, 0, 0);
+		filler(buf, "exit", NULL, 0, 0);
+		filler(buf, "status", NULL, 0, 0);
+		filler(buf, "info", NULL, 0, 0);
+		return 0;
+	default:
+		return -ENOTDIR;
+	}
+}
+
+static bool fs_file_writable(const struct fs_loc *loc)
+{
+	return (loc->node == FS_N_SBFILE &&
+		(loc->file == FS_F_CTL || loc->file == FS_F_TIMEOUT)) ||
+	       (loc->node == FS_N_MFILE && loc->file == FS_F_MCTL);
+}
+
+static int fs_open(const char *path, struct fuse_file_info *fi)
+{
+	struct fs_mount *m = fs_m();
+	struct fs_loc loc;
+	int rc = fs_resolve(m, path, &loc);
+	if (rc < 0)
+		return rc;
+	if (loc.node == FS_N_WS) {
+		struct workspace *ws = fs_ws(m, &loc);
+		return ws ? workspace_open(ws, loc.rel, fi) : -ENOENT;
+	}
+	if (loc.node != FS_N_SBFILE && loc.node != FS_N_RUNFILE && loc.node != FS_N_MFILE)
+		return -EISDIR;
+	if ((fi->flags & O_ACCMODE) != O_RDONLY && !fs_file_writable(&loc))
+		return -EACCES;
+	if (loc.node == FS_N_SBFILE && loc.file == FS_F_CTL &&
+	    (fi->flags & O_ACCMODE) != O_RDONLY) {
+		/* The kernel holds the inode lock of ctl for the whole of a
+		 * running write, and truncates (O_TRUNC of a shell's ">")
+		 * under that lock after this open: a second writer would
+		 * hang until the command ends. Refuse it here instead, where
+		 * the shell reports it. */
+		pthread_mutex_lock(&m->lock);
+		bool busy = loc.sb->busy;
+		pthread_mutex_unlock(&m->lock);
+		if (busy) {
+			atomic_fetch_add(&m->n.busy_refused, 1);
+			return -EBUSY;
+		}
+	}
+	struct fs_ctl_handle *h = calloc(1, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	h->h.kind = FS_HANDLE_CONTROL;
+	h->loc = loc;
+	h->loc.rel = NULL;
+	h->flags = fi->flags;
+	pthread_mutex_init(&h->lock, NULL);
+	fi->fh = (uint64_t)(uintptr_t)h;
+	/* never served stale from the page cache, never split */
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	return 0;
+}
+
+static int fs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
+{
+	struct fs_mount *m = fs_m();
+	struct fs_loc loc;
+	int rc = fs_resolve(m, path, &loc);
+	if (rc == 0 && loc.node == FS_N_WS) {
+		struct workspace *ws = fs_ws(m, &loc);
+		return ws ? workspace_create(ws, loc.rel, mode, fi) : -ENOENT;
+	}
+	if (rc == 0)
+		return fs_open(path, fi); /* O_CREAT on an existing file */
+	return -EACCES;
+}
+
+static int fs_read(const char *path, char *buf, size_t size, off_t off,
+		   struct fuse_file_info *fi)
+{
+	struct fs_handle *hh = fs_handle_of(fi->fh);
+#if FS_WS
+	if (hh->kind == FS_HANDLE_WORKSPACE)
+		return workspace_read(fi, buf, size, off);
+#endif
+	if (hh->kind != FS_HANDLE_CONTROL)
+		return -EBADF;
+	struct fs_mount *m = fs_m();
+	struct fs_ctl_handle *h = (struct fs_ctl_handle *)hh;
+	pthread_mutex_lock(&h->lock);
+	if (!h->loaded) {
+		if (fs_file_waits(&h->loc)) {
+			/* wait for the running command outside the handle
+			 * lock; a signal interrupts the wait */
+			pthread_mutex_unlock(&h->lock);
+			int w = fs_command_wait_idle(
+			    m, h->loc.sb, h->loc.node == FS_N_RUNFILE ? h->loc.seq : 0,
+			    (fi->flags & O_NONBLOCK) != 0);
+			if (w < 0)
+				return w;
+			pthread_mutex_lock(&h->lock);
+		}
+		if (!h->loaded) {
+			int rc = fs_render(m, &h->loc, &h->buf, &h->len);
+			if (rc < 0) {
+				pthread_mutex_unlock(&h->lock);
+				return rc;
+			}
+			h->loaded = true;
+		}
+	}
+	size_t n = 0;
+	if (off >= 0 && (size_t)off < h->len) {
+		n = h->len - (size_t)off;
+		if (n > size)
+			n = size;
+		memcpy(buf, h->buf + off, n);
+	}
+	pthread_mutex_unlock(&h->lock);
+	return (int)n;
+}
+
+/* Parses a decimal timeout: "N" with an optional newline. */
+static int fs_parse_timeout(const char *buf, size_t size, long *out)
+{
+	char tmp[32];
+	while (size && (buf[size - 1] == '\n' || buf[size - 1] == ' '))
+		size--;
+	if (size == 0 || size >= sizeof(tmp))
+		return -EINVAL;
+	memcpy(tmp, buf, size);
+	tmp[size] = '\0';
+	for (size_t i = 0; i < size; i++)
+		if (!isdigit((unsigned char)tmp[i]))
+			return -EINVAL;
+	long v = strtol(tmp, NULL, 10);
+	if (v < 0 || v > 86400)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int fs_write(const char *path, const char *buf, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct fs_handle *hh = fs_handle_of(fi->fh);
+#if FS_WS
+	if (hh->kind == FS_HANDLE_WORKSPACE)
+		return workspace_write(fi, buf, size, off);
+#endif
+	if (hh->kind != FS_HANDLE_CONTROL)
+		return -EBADF;
+	struct fs_mount *m = fs_m();
+	struct fs_ctl_handle *h = (struct fs_ctl_handle *)hh;
+	size_t len = size;
+	int rc;
+	switch (h->loc.file) {
+	case FS_F_CTL:
+		atomic_fetch_add(&m->n.ctl_writes, 1);
+		/* A piece of a longer write(2), or of a stdio stream that a
+		 * shell's echo flushes in 4 KiB multiples, is never run: the
+		 * rest of the command would run as another one. Once a
+		 * piece was refused, so is the rest of this descriptor. */
+		if (h->refused || size > fs_max_command() ||
+		    (size >= 4096 && size % 4096 == 0 && buf[size - 1] != '\n')) {
+			h->refused = true;
+			atomic_fetch_add(&m->n.efbig_refused, 1);
+			return -EFBIG;
+		}
+		if (len && buf[len - 1] == '\n')
+			len--;
+		if (len == 0)
+			return -EINVAL;
+		rc = fs_command_run(m, h->loc.sb, buf, len, true, false, NULL);
+		return rc < 0 ? rc : (int)size;
+	case FS_F_MCTL:
+		atomic_fetch_add(&m->n.ctl_writes, 1);
+		if (size > 65536)
+			return -EFBIG;
+		rc = fs_mount_ctl(m, buf, size);
+		return rc < 0 ? rc : (int)size;
+	case FS_F_TIMEOUT: {
+		long t;
+		rc = fs_parse_timeout(buf, size, &t);
+		if (rc < 0)
+			return rc;
+		/* 0 means no limit: journaled as -1, 0 there means unset */
+		rc = fs_sandbox_set_timeout(m, h->loc.sb, t == 0 ? -1 : t);
+		return rc < 0 ? rc : (int)size;
+	}
+	default:
+		return -EACCES;
+	}
+}
+
+static int fs_flush(const char *path, struct fuse_file_info *fi)
+{
+#if FS_WS
+	if (fs_handle_of(fi->fh)->kind == FS_HANDLE_WORKSPACE)
+		return workspace_flush(fi);
+#endif
+	return 0;
+}
+
+static int fs_fsync(const char *path, int datasync, struct fuse_file_info *fi)
+{
+#if FS_WS
+	if (fs_handle_of(fi->fh)->kind == FS_HANDLE_WORKSPACE)
+		return workspace_fsync(fi, datasync);
+#endif
+	return 0;
+}
+
+static int fs_release(const char *path, struct fuse_file_info *fi)
+{
+	struct fs_handle *hh = fs_handle_of(fi->fh);
+#if FS_WS
+	if (hh->kind == FS_HANDLE_WORKSPACE)
+		return workspace_release(fi);
+#endif
+	if (hh->kind == FS_HANDLE_CONTROL) {
+		struct fs_ctl_handle *h = (struct fs_ctl_handle *)hh;
+		pthread_mutex_destroy(&h->lock);
+		free(h->buf);
+		free(h);
+	}
+	return 0;
+}
+
+static int fs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
+{
+	struct fs_mount *m = fs_m();
+	struct fs_loc loc;
+	if (!path && fi) {
+		struct fs_handle *h = fs_handle_of(fi->fh);
+		if (h->kind == FS_HANDLE_CONTROL)
+			loc = ((struct fs_ctl_handle *)h)->loc;
+		else
+			return -ESTALE;
+	} else {
+		int rc = fs_resolve(m, path, &loc);
+		if (rc < 0)
+			return rc;
+	}
+	if (loc.node == FS_N_WS) {
+		struct workspace *ws = fs_ws(m, &loc);
+		return ws ? workspace_truncate(ws, loc.rel, size, fi) : -ENOENT;
+	}
+	/* O_TRUNC of a control file (shell redirection) is harmless */
+	if (fs_file_writable(&loc) && size == 0)
+		return 0;
+	return loc.node == FS_N_SBFILE || loc.node == FS_N_RUNFILE ||
+		       loc.node == FS_N_MFILE
+		   ? -EACCES
+		   : -EISDIR;
+}
+
+static int fs_mkdir(const char *path, mode_t mode)
+{
+	struct fs_mount *m = fs_m();
+	const char *p = path + 1;
+	if (*p && !strchr(p, '/')) {
+		/* MOUNT/ID: create a sandbox with that id */
+		if (!backend_sandbox_id_valid(p))
+			return strcmp(p, ".sandboxfs") == 0 ? -EEXIST : -EINVAL;
+		return fs_sandbox_create(m, p, NULL, NULL, 0, 0);
+	}
+	struct fs_loc loc;
+	int rc = fs_resolve(m, path, &loc);
+	if (rc < 0)
+		return rc == -ENOENT ? -EPERM : rc;
+	if (loc.node != FS_N_WS || !loc.rel[0])
+		return -EEXIST;
+	struct workspace *ws = fs_ws(m, &loc);
+	return ws ? workspace_mkdir(ws, loc.rel, mode) : -EPERM;
+}
+
+static int fs_rmdir(const char *path)
+{
+	struct fs_mount *m = fs_m();
+	struct fs_loc loc;
+	int rc = fs_resolve(m, path, &loc);
+	if (rc < 0)
+		return rc;
+	switch (loc.node) {
+	case FS_N_SB:
+		return fs_sandbox_remove(m, loc.sb->id);
+	case FS_N_WS: {
+		if (!loc.rel[0])
+			return -EPERM;
+		struct workspace *ws = fs_ws(m, &loc);
+		return ws ? workspace_rmdir(ws, loc.rel) : -ENOENT;
+	}
+	case FS_N_MDIR:
+	case FS_N_ROOT:
+	case FS_N_RUNS:
+	case FS_N_RUN:
+		return -EPERM;
+	default:
+		return -ENOTDIR;
+	}
+}
+
+static int fs_unlink(const char *path)
+{
+	struct fs_mount *m = fs_m();
+	struct fs_loc loc;
+	int rc = fs_resolve(m, path, &loc);
+	if (rc < 0)
+		return rc;
+	if (loc.node == FS_N_WS && loc.rel[0]) {
+		struct workspace *ws = fs_ws(m, &loc);
+		return ws ? workspace_unlink(ws, loc.rel) : -ENOENT;
+	}
+	return -EPERM;
+}
+
+static int fs_rename(const char *from, const char *to, unsigned int flags)
+{
+	struct fs_mount *m = fs_m();
+	struct fs_loc a, b;
+	int rc = fs_resolve(m, from, &a);
+	if (rc < 0)
+		return rc;
+	rc = fs_resolve(m, to, &b);
+	if (rc < 0)
+		return rc;
+	if (a.node != FS_N_WS || b.node != FS_N_WS || !a.rel[0] || !b.rel[0])
+		return -EPERM;
+	if (a.sb != b.sb)
+		return -EXDEV;
+	struct workspace *ws = fs_ws(m, &a);
+	return ws ? workspace_rename(ws, a.rel, b.rel, flags) : -ENOENT;
+}
+
+static int fs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
+{
+	struct fs_mount *m = fs_m();
+	struct fs_loc loc;
+	int rc = fs_resolve(m, path, &loc);
+	if (rc < 0)
+		return rc;
+	if (loc.node == FS_N_WS) {
+		struct workspace *ws = fs_ws(m, &loc);
+		return ws ? workspace_chmod(ws, loc.rel, mode) : -ENOENT;
+	}
+	return -EPERM;
+}
+
+static int fs_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi)
+{
+	struct fs_mount *m = fs_m();
+	struct fs_loc loc;
+	int rc = fs_resolve(m, path, &loc);
+	if (rc < 0)
+		return rc;
+	if (loc.node == FS_N_WS) {
+		struct workspace *ws = fs_ws(m, &loc);
+		return ws ? workspace_chown(ws, loc.rel, uid, gid) : -ENOENT;
+	}
+	return -EPERM;
+}
+
+static int fs_utimens(const char *path, const struct timespec tv[2],
+		      struct fuse_file_info *fi)
+{
+	struct fs_mount *m = fs_m();
+	struct fs_loc loc;
+	int rc = fs_resolve(m, path, &loc);
+	if (rc < 0)
+		return rc;
+	if (loc.node == FS_N_WS) {
+		struct workspace *ws = fs_ws(m, &loc);
+		return ws ? workspace_utimens(ws, loc.rel, tv) : -ENOENT;
+	}
+	/* touch of a control file: times are the mount's to keep */
+	return fs_file_writable(&loc) ? 0 : -EPERM;
+}
+
+static int fs_symlink(const char *target, const char *path)
+{
+	struct fs_mount *m = fs_m();
+	struct fs_loc loc;
+	int rc = fs_resolve(m, path, &loc);
+	if (rc < 0)
+		return rc == -ENOENT ? -EPERM : rc;
+	if (loc.node != FS_N_WS)
+		return -EPERM;
+	struct workspace *ws = fs_ws(m, &loc);
+	return ws ? workspace_symlink(ws, target, loc.rel) : -EPERM;
+}
+
+static int fs_link(const char *from, const char *to)
+{
+	struct fs_mount *m = fs_m();
+	struct fs_loc a, b;
+	int rc = fs_resolve(m, from, &a);
+	if (rc < 0)
+		return rc;
+	rc = fs_resolve(m, to, &b);
+	if (rc < 0)
+		return rc == -ENOENT ? -EPERM : rc;
+	if (a.node != FS_N_WS || b.node != FS_N_WS)
+		return -EPERM;
+	if (a.sb != b.sb)
+		return -EXDEV;
+	struct workspace *ws = fs_ws(m, &a);
+	return ws ? workspace_link(ws, a.rel, b.rel) : -EPERM;
+}
+
+static int fs_statfs(const char *path, struct statvfs *st)
+{
+	struct fs_mount *m = fs_m();
+	struct fs_loc loc;
+	if (path && fs_resolve(m, path, &loc) == 0 && loc.node == FS_N_WS) {
+		struct workspace *ws = fs_ws(m, &loc);
+		if (ws)
+			return workspace_statfs(ws, st);
+	}
+	memset(st, 0, sizeof(*st));
+	st->f_bsize = 4096;
+	st->f_frsize = 4096;
+	st->f_namemax = 255;
+	return 0;
+}
+
+static off_t fs_lseek(const char *path, off_t off, int whence, struct fuse_file_info *fi)
+{
+#if FS_WS
+	if (fs_handle_of(fi->fh)->kind == FS_HANDLE_WORKSPACE)
+		return workspace_lseek(fi, off, whence);
+#endif
+	if (whence == SEEK_SET)
+		return off;
+	return -EINVAL;
+}
+
+static int fs_getxattr(const char *path, const char *name, char *value, size_t size)
+{
+	struct fs_mount *m = fs_m();
+	struct fs_loc loc;
+	int rc = fs_resolve(m, path, &loc);
+	if (rc < 0)
+		return rc;
+	char *buf;
+	size_t len;
+	rc = fs_xattrs(m, &loc, &buf, &len);
+	if (rc < 0)
+		return rc;
+	rc = -ENODATA;
+	for (size_t i = 0; i < len;) {
+		const char *k = buf + i;
+		const char *v = k + strlen(k) + 1;
+		size_t vl = strlen(v);
+		if (strcmp(k, name) == 0) {
+			if (size == 0)
+				rc = (int)vl;
+			else if (size < vl)
+				rc = -ERANGE;
+			else {
+				memcpy(value, v, vl);
+				rc = (int)vl;
+			}
+			break;
+		}
+		i = (size_t)(v + vl + 1 - buf);
+	}
+	free(buf);
+	return rc;
+}
+
+static int fs_listxattr(const char *path, char *list, size_t size)
+{
+	struct fs_mount *m = fs_m();
+	struct fs_loc loc;
+	int rc = fs_resolve(m, path, &loc);
+	if (rc < 0)
+		return rc;
+	char *buf;
+	size_t len;
+	rc = fs_xattrs(m, &loc, &buf, &len);
+	if (rc < 0)
+		return rc;
+	size_t need = 0;
+	for (size_t i = 0; i < len;) {
+		const char *k = buf + i;
+		const char *v = k + strlen(k) + 1;
+		size_t kl = strlen(k) + 1;
+		if (size && need + kl <= size)
+			memcpy(list + need, k, kl);
+		need += kl;
+		i = (size_t)(v + strlen(v) + 1 - buf);
+	}
+	free(buf);
+	if (size && need > size)
+		return -ERANGE;
+	return (int)need;
+}
+
+static int fs_setxattr(const char *path, const char *name, const char *value, size_t size,
+		       int flags)
+{
+	return -ENOTSUP;
+}
+
+static int fs_removexattr(const char *path, const char *name)
+{
+	return -ENOTSUP;
+}
+
+static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
+{
+	struct fs_mount *m = fs_m();
+	cfg->hard_remove = 1;
+	cfg->use_ino = 0;
+	cfg->intr = 1;
+	cfg->nullpath_ok = 0;
+	cfg->entry_timeout = m->opt.attr_timeout;
+	cfg->attr_timeout = m->opt.attr_timeout;
+	cfg->negative_timeout = 0;
+	cfg->kernel_cache = 0;
+	conn->max_write = FS_MAX_WRITE;
+	m->fuse = fuse_get_context()->fuse;
+#if FS_WS
+	if (m->wscache) {
+		int rc = wscache_start(m->wscache);
+		if (rc < 0)
+			fs_log("workspace cache: cannot start its thread: %s",
+			       strerror(-rc));
+	}
+#endif
+	return m;
+}
+
+const struct fuse_operations fs_ops = {
+    .init = fs_init,
+    .getattr = fs_getattr,
+    .readdir = fs_readdir,
+    .open = fs_open,
+    .create = fs_create,
+    .read = fs_read,
+    .write = fs_write,
+    .flush = fs_flush,
+    .fsync = fs_fsync,
+    .release = fs_release,
+    .truncate = fs_truncate,
+    .mkdir = fs_mkdir,
+    .rmdir = fs_rmdir,
+    .unlink = fs_unlink,
+    .rename = fs_rename,
+    .chmod = fs_chmod,
+    .chown = fs_chown,
+    .utimens = fs_utimens,
+    .symlink = fs_symlink,
+    .link = fs_link,
+    .statfs = fs_statfs,
+    .lseek = fs_lseek,
+    .getxattr = fs_getxattr,
+    .listxattr = fs_listxattr,
+    .setxattr = fs_setxattr,
+    .removexattr = fs_removexattr,
+};

@@ -1,0 +1,46 @@
+/*
+ * options_i.h — private to fs/: the command line of sandboxfs (DESIGN.md §7).
+ */
+#ifndef SANDBOXFS_FS_OPTIONS_I_H
+#define SANDBOXFS_FS_OPTIONS_I_H
+
+#ifndef FUSE_USE_VERSION
+#define FUSE_USE_VERSION 314
+#endif
+#include <fuse.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct fs_options {
+	char *orchestrator;  /* -o orchestrator=URL, env SANDBOXFS_ORCHESTRATOR */
+	char *token_file;    /* -o token_file=PATH (env SANDBOXFS_TOKEN: the token) */
+	char *pool;	     /* -o pool=NAME, default "default" */
+	char *sandboxes;     /* -o sandboxes=PATH */
+	char *state;	     /* -o state=DIR */
+	char *server;	     /* -o server=PATH: sandbox-server for --local */
+	int timeout;	     /* -o timeout=SECONDS, default 60 */
+	int listing_ttl_ms;  /* -o listing_ttl=MS, default 1000 */
+	double attr_timeout; /* -o attr_timeout=SECONDS, default 1 */
+	char *cache_max;     /* -o cache_max=SIZE (K, M, G suffixes), 1G */
+	uint64_t cache_max_bytes;
+	int max_runs;	     /* -o max_runs=N, default 100 */
+	int max_threads;     /* -o max_threads=N, default 64 */
+	int show_machinery;  /* -o show_machinery */
+	int no_auto_unmount; /* -o no_auto_unmount */
+	int repair_journal;  /* -o repair_journal: cut at the first damage */
+	int local;	     /* --local */
+	int check;	     /* --check */
+	char *dump_journal;  /* --dump-journal=DIR */
+	int show_version;
+	int show_help;
+	int foreground, debug, singlethread;
+	char *mountpoint;
+};
+
+/* Parses argv into o; args keeps what goes to libfuse (mount options).
+ * Returns 0, or -1 after printing a one-line error. */
+int fs_options_parse(struct fuse_args *args, struct fs_options *o);
+void fs_options_help(const char *prog);
+void fs_options_free(struct fs_options *o);
+
+#endif

@@ -1,0 +1,344 @@
+/*
+ * sandbox.c — the model: sandboxes and their runs, rebuilt from the journal
+ * at mount, updated by the command and lifecycle paths.
+ */
+#include "mount_i.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct fs_mount *fs_mount_global;
+
+uint64_t fs_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+char *fs_strdup0(const char *s)
+{
+	if (!s)
+		return NULL;
+	char *d = strdup(s);
+	if (!d)
+		abort();
+	return d;
+}
+
+void fs_log(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "sandboxfs: %s\n", line);
+}
+
+const char *fs_sb_state_name(enum fs_sb_state s)
+{
+	switch (s) {
+	case FS_SB_CREATING:
+		return "creating";
+	case FS_SB_READY:
+		return "ready";
+	case FS_SB_FAILED:
+		return "failed";
+	case FS_SB_DELETING:
+		return "deleting";
+	case FS_SB_GONE:
+		return "gone";
+	case FS_SB_UNREACHABLE:
+		return "unreachable";
+	case FS_SB_UNKNOWN:
+		return "unknown";
+	}
+	return "unknown";
+}
+
+const char *fs_run_status_name(enum fs_run_status s)
+{
+	switch (s) {
+	case FS_RUN_RUNNING:
+		return "running";
+	case FS_RUN_EXITED:
+		return "exited";
+	case FS_RUN_TIMEOUT:
+		return "timeout";
+	case FS_RUN_UNKNOWN:
+		return "unknown";
+	case FS_RUN_FAILED:
+		return "failed";
+	}
+	return "unknown";
+}
+
+void fs_set_str(char **field, const char *value)
+{
+	char *v = fs_strdup0(value);
+	free(*field);
+	*field = v;
+}
+
+struct fs_sandbox *fs_sandbox_find(struct fs_mount *m, const char *id)
+{
+	for (size_t i = 0; i < m->nsbs; i++)
+		if (strcmp(m->sbs[i]->id, id) == 0)
+			return m->sbs[i];
+	return NULL;
+}
+
+struct fs_sandbox *fs_sandbox_add(struct fs_mount *m, const char *id)
+{
+	struct fs_sandbox *sb = fs_sandbox_find(m, id);
+	if (sb)
+		return sb;
+	if (m->nsbs == m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 16;
+		struct fs_sandbox **n = realloc(m->sbs, cap * sizeof(*n));
+		if (!n)
+			abort();
+		m->sbs = n;
+		m->cap = cap;
+	}
+	sb = calloc(1, sizeof(*sb));
+	if (!sb)
+		abort();
+	sb->id = fs_strdup0(id);
+	sb->state = FS_SB_UNKNOWN;
+	m->sbs[m->nsbs++] = sb;
+	return sb;
+}
+
+static void fs_output_clear(struct journal_output *o)
+{
+	free(o->data);
+	free(o->file);
+	memset(o, 0, sizeof(*o));
+}
+
+void fs_run_clear(struct fs_run *r)
+{
+	free(r->command);
+	free(r->error);
+	fs_output_clear(&r->out);
+	fs_output_clear(&r->err);
+	memset(r, 0, sizeof(*r));
+}
+
+static void fs_output_unlink(struct fs_mount *m, const struct journal_output *o)
+{
+	if (!o->file || !m->state_dir)
+		return;
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", m->state_dir, o->file);
+	unlink(path);
+}
+
+struct fs_run *fs_sandbox_push_run(struct fs_mount *m, struct fs_sandbox *sb)
+{
+	size_t max = (size_t)m->opt.max_runs;
+	while (sb->nruns >= max) {
+		/* never drop the running one: it is the newest */
+		fs_output_unlink(m, &sb->runs[0].out);
+		fs_output_unlink(m, &sb->runs[0].err);
+		fs_run_clear(&sb->runs[0]);
+		memmove(&sb->runs[0], &sb->runs[1],
+			(sb->nruns - 1) * sizeof(sb->runs[0]));
+		sb->nruns--;
+	}
+	struct fs_run *n = realloc(sb->runs, (sb->nruns + 1) * sizeof(*n));
+	if (!n)
+		abort();
+	sb->runs = n;
+	struct fs_run *r = &sb->runs[sb->nruns++];
+	memset(r, 0, sizeof(*r));
+	return r;
+}
+
+struct fs_run *fs_sandbox_run(struct fs_sandbox *sb, uint64_t seq)
+{
+	for (size_t i = 0; i < sb->nruns; i++)
+		if (sb->runs[i].seq == seq)
+			return &sb->runs[i];
+	return NULL;
+}
+
+struct fs_run *fs_sandbox_latest(struct fs_sandbox *sb)
+{
+	return sb->nruns ? &sb->runs[sb->nruns - 1] : NULL;
+}
+
+long fs_sandbox_timeout(struct fs_mount *m, const struct fs_sandbox *sb)
+{
+	if (sb->timeout_s < 0)
+		return 0;
+	if (sb->timeout_s > 0)
+		return sb->timeout_s;
+	return m->opt.timeout;
+}
+
+static void fs_output_copy(struct journal_output *dst, const struct journal_output *src)
+{
+	memset(dst, 0, sizeof(*dst));
+	dst->len = src->len;
+	dst->crc32 = src->crc32;
+	dst->file = fs_strdup0(src->file);
+	if (src->data) {
+		dst->data = malloc(src->len + 1);
+		if (!dst->data)
+			abort();
+		memcpy(dst->data, src->data, src->len);
+		dst->data[src->len] = '\0';
+	}
+}
+
+/* The exit code 124 is a timeout when the command ran for its limit. */
+bool fs_run_is_timeout(int exit_code, long timeout_s, long duration_ms);
+bool fs_run_is_timeout(int exit_code, long timeout_s, long duration_ms)
+{
+	return exit_code == 124 && timeout_s > 0 && duration_ms + 500 >= timeout_s * 1000;
+}
+
+static void fs_run_from_journal(struct fs_run *r, const struct journal_run *j)
+{
+	r->seq = j->seq;
+	r->command = fs_strdup0(j->command);
+	r->timeout_s = j->timeout_s < 0 ? 0 : j->timeout_s;
+	r->exit_code = j->exit_code;
+	r->duration_ms = j->duration_ms;
+	r->truncated = j->truncated;
+	r->started_ms = j->started_ms;
+	r->ended_ms = j->ended_ms;
+	r->error = fs_strdup0(j->error);
+	fs_output_copy(&r->out, &j->out);
+	fs_output_copy(&r->err, &j->err);
+	switch (j->status) {
+	case JOURNAL_RUN_DONE:
+		r->status = fs_run_is_timeout(j->exit_code, r->timeout_s, j->duration_ms)
+				? FS_RUN_TIMEOUT
+				: FS_RUN_EXITED;
+		break;
+	case JOURNAL_RUN_NOT_RUN:
+		r->status = FS_RUN_FAILED;
+		r->result_errno = ENOTCONN;
+		break;
+	case JOURNAL_RUN_PENDING: /* replay marks these unknown; be safe */
+	case JOURNAL_RUN_UNKNOWN:
+	default:
+		r->status = FS_RUN_UNKNOWN;
+		r->result_errno = EIO;
+		if (!r->error)
+			r->error = fs_strdup0("outcome unknown: the mount stopped "
+					      "while the command ran");
+		break;
+	}
+}
+
+int fs_model_load(struct fs_mount *m, const struct journal_state *st)
+{
+	for (size_t i = 0; i < st->count; i++) {
+		const struct journal_sandbox *j = &st->sandboxes[i];
+		if (!j->id)
+			continue;
+		struct fs_sandbox *sb = fs_sandbox_add(m, j->id);
+		sb->in_journal_state = true;
+		sb->owned = j->owned;
+		sb->attached = !j->owned;
+		fs_set_str(&sb->url, j->url);
+		sb->journaled = j->url != NULL;
+		fs_set_str(&sb->pool, j->pool);
+		fs_set_str(&sb->image, j->image);
+		sb->created_ms = j->created_ms;
+		sb->timeout_s = j->timeout_s;
+		sb->last_seq = j->last_seq;
+		sb->commands_run = j->commands_run;
+		fs_set_str(&sb->last_error, j->last_error);
+		sb->present = true;
+		switch (j->state) {
+		case JOURNAL_SB_CREATING:
+			sb->state = FS_SB_CREATING;
+			break;
+		case JOURNAL_SB_READY:
+			sb->state = FS_SB_READY;
+			break;
+		case JOURNAL_SB_FAILED:
+			sb->state = FS_SB_FAILED;
+			break;
+		case JOURNAL_SB_CREATE_UNKNOWN:
+			sb->state = FS_SB_UNKNOWN;
+			break;
+		case JOURNAL_SB_DELETING:
+		case JOURNAL_SB_DELETE_UNCONFIRMED:
+			sb->state = FS_SB_DELETING;
+			break;
+		case JOURNAL_SB_GONE:
+			sb->state = FS_SB_GONE;
+			sb->present = false;
+			break;
+		case JOURNAL_SB_DETACHED:
+			sb->present = false;
+			sb->attached = false;
+			break;
+		}
+		for (size_t k = 0; k < j->nruns; k++) {
+			struct fs_run *r = fs_sandbox_push_run(m, sb);
+			fs_run_from_journal(r, &j->runs[k]);
+		}
+	}
+	return 0;
+}
+
+int fs_sandbox_adopt(struct fs_mount *m, struct fs_sandbox *sb)
+{
+	pthread_mutex_lock(&m->lock);
+	bool need = !sb->journaled && sb->url;
+	char *url = need ? fs_strdup0(sb->url) : NULL;
+	pthread_mutex_unlock(&m->lock);
+	if (!need)
+		return 0;
+	/* A sandbox known only from the orchestrator's listing: the journal
+	 * holds its id and URL before the URL is first used (DESIGN.md §5). */
+	struct journal_record r = {.kind = JOURNAL_CREATE_RECONCILED};
+	r.sandbox = sb->id;
+	r.url = url;
+	int rc = journal_append(m->journal, &r, true);
+	free(url);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&m->lock);
+	sb->journaled = true;
+	sb->in_journal_state = true;
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
+struct workspace *fs_sandbox_workspace(struct fs_mount *m, struct fs_sandbox *sb)
+{
+	pthread_mutex_lock(&m->lock);
+	struct workspace *ws = sb->ws;
+	bool has_url = sb->url != NULL;
+	pthread_mutex_unlock(&m->lock);
+	if (ws || !has_url || !m->wscache)
+		return ws;
+	if (fs_sandbox_adopt(m, sb) < 0)
+		return NULL;
+	pthread_mutex_lock(&m->lock);
+	char *url = fs_strdup0(sb->url);
+	pthread_mutex_unlock(&m->lock);
+	/* workspace_get returns the same object for the same id */
+#ifdef SANDBOXFS_HAVE_WORKSPACE
+	ws = url ? workspace_get(m->wscache, sb->id, url) : NULL;
+#endif
+	free(url);
+	pthread_mutex_lock(&m->lock);
+	if (ws)
+		sb->ws = ws;
+	pthread_mutex_unlock(&m->lock);
+	return ws;
+}

@@ -1,0 +1,281 @@
+/*
+ * upload.c — write-back of dirty cache files (DESIGN.md §5).
+ *
+ * Before the PUT, the cache file is fsync'ed and an UPLOAD_INTENT (path,
+ * cache file, size, crc32) is appended durably; after the answer,
+ * UPLOAD_DONE. A failed upload stays pending: the cache file is pinned and
+ * a background thread retries it with exponential backoff and jitter,
+ * capped; pending intents survive a crash and are re-queued at mount by
+ * wscache_restore.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "workspace_i.h"
+
+#define RETRY_BASE_MS 200
+#define RETRY_CAP_MS  30000
+
+static int crc_of(int fd, uint64_t size, uint32_t *out)
+{
+	size_t bufsz = 1 << 20;
+	unsigned char *buf = malloc(bufsz);
+	if (!buf)
+		return -ENOMEM;
+	uLong crc = crc32(0L, Z_NULL, 0);
+	uint64_t off = 0;
+	while (off < size) {
+		size_t want = size - off < bufsz ? (size_t)(size - off) : bufsz;
+		ssize_t n = pread(fd, buf, want, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			free(buf);
+			return n < 0 ? -errno : -EIO;
+		}
+		crc = crc32(crc, buf, (uInt)n);
+		off += (uint64_t)n;
+	}
+	free(buf);
+	*out = (uint32_t)crc;
+	return 0;
+}
+
+void upload_supersede(struct wscache *c, const char *sandbox, uint64_t id)
+{
+	if (!c->cfg.journal || !id)
+		return;
+	struct journal_record r = {
+	    .kind = JOURNAL_UPLOAD_DONE, .sandbox = (char *)sandbox, .upload_id = id};
+	if (journal_append(c->cfg.journal, &r, true) < 0)
+		fprintf(stderr,
+			"sandboxfs: workspace %s: cannot journal a superseded upload\n",
+			sandbox);
+}
+
+void upload_schedule(struct wsfile *f, int err)
+{
+	struct wscache *c = f->ws->c;
+	cache_set_state(f, f->dirty, true);
+	f->attempts++;
+	f->last_err = err;
+	int shift = f->attempts - 1 < 10 ? f->attempts - 1 : 10;
+	uint64_t delay = (uint64_t)RETRY_BASE_MS << shift;
+	if (delay > RETRY_CAP_MS)
+		delay = RETRY_CAP_MS;
+	/* Jitter: 75%..125% of the delay, so retries of many files spread. */
+	delay = delay * 3 / 4 + (uint64_t)rand_r(&c->rand_state) % (delay / 2 + 1);
+	f->next_try_ms = ws_now_ms() + delay;
+	pthread_cond_broadcast(&c->cond);
+}
+
+static bool status_permanent(enum backend_status st)
+{
+	return st == BACKEND_INVALID || st == BACKEND_TOO_LARGE ||
+	       st == BACKEND_BAD_REQUEST || st == BACKEND_DENIED;
+}
+
+int upload_locked(struct wsfile *f)
+{
+	struct workspace *ws = f->ws;
+	struct wscache *c = ws->c;
+	struct journal *j = c->cfg.journal;
+
+	pthread_mutex_lock(&c->lock);
+	if ((!f->dirty && !f->pending) || f->unlinked || !f->path) {
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
+	if (ws->gone) {
+		pthread_mutex_unlock(&c->lock);
+		return -EIO;
+	}
+	if (!ws->url) {
+		upload_schedule(f, ENOTCONN);
+		pthread_mutex_unlock(&c->lock);
+		return -ENOTCONN;
+	}
+	char *path = strdup(f->path);
+	char *url = strdup(ws->url);
+	char *sandbox = strdup(ws->id);
+	uint64_t size = f->size;
+	uint64_t gen = f->wgen;
+	bool need_intent = !(f->upload_id && f->intent_gen == gen);
+	uint64_t old_id = need_intent ? f->upload_id : 0;
+	uint64_t id = f->upload_id;
+	int fd = f->fd;
+	pthread_mutex_unlock(&c->lock);
+
+	int rc = 0;
+	if (!path || !url || !sandbox) {
+		rc = -ENOMEM;
+		goto fail_local;
+	}
+	if (need_intent) {
+		uint32_t crc = 0;
+		if (fsync(fd) < 0) {
+			rc = -errno;
+			ws_log(ws, "cannot make a cache file durable: %s", strerror(-rc));
+			rc = -EIO;
+			goto fail_local;
+		}
+		rc = crc_of(fd, size, &crc);
+		if (rc < 0) {
+			ws_log(ws, "cannot read a cache file: %s", strerror(-rc));
+			rc = -EIO;
+			goto fail_local;
+		}
+		if (j) {
+			id = journal_next_upload_id(j);
+			struct journal_record r = {.kind = JOURNAL_UPLOAD_INTENT,
+						   .sandbox = sandbox,
+						   .upload_id = id,
+						   .path = path,
+						   .cache_file = f->cache_path,
+						   .size = size,
+						   .checksum = crc};
+			rc = journal_append(j, &r, true);
+			if (rc < 0) {
+				ws_log(ws, "cannot journal an upload intent: %s",
+				       strerror(-rc));
+				rc = -EIO;
+				goto fail_local;
+			}
+		} else {
+			pthread_mutex_lock(&c->lock);
+			id = ++c->name_seq;
+			pthread_mutex_unlock(&c->lock);
+		}
+		if (old_id)
+			upload_supersede(c, sandbox, old_id);
+		pthread_mutex_lock(&c->lock);
+		f->upload_id = id;
+		f->intent_gen = gen;
+		pthread_mutex_unlock(&c->lock);
+	}
+
+	struct backend_error err = {0};
+	enum backend_status st =
+	    backend_file_put(c->cfg.backend, url, path, fd, size, &err);
+	if (st == BACKEND_OK) {
+		if (j) {
+			struct journal_record r = {.kind = JOURNAL_UPLOAD_DONE,
+						   .sandbox = sandbox,
+						   .upload_id = id};
+			if (journal_append(j, &r, false) < 0)
+				ws_log(ws, "cannot journal an upload outcome");
+		}
+		pthread_mutex_lock(&c->lock);
+		c->n.uploads++;
+		c->n.uploaded_bytes += size;
+		f->upload_id = 0;
+		f->attempts = 0;
+		f->permanent = false;
+		f->last_err = 0;
+		cache_set_state(f, f->wgen != gen, false);
+		f->remote_exists = true;
+		f->epoch = ws->epoch;
+		if (f->path && strcmp(f->path, path) == 0) {
+			struct wsmeta *m = meta_get(ws, path, false);
+			dir_upsert(ws, path, size, false,
+				   m && m->has_times ? NULL : &f->mtime);
+			/* A PUT may have replaced the file: apply its mode again. */
+			if (m && m->has_mode && m->mode != 0644)
+				m->mode_queued = true;
+		}
+		pthread_mutex_unlock(&c->lock);
+		free(path);
+		free(url);
+		free(sandbox);
+		return 0;
+	}
+	rc = -ws_backend_errno(st);
+	ws_log(ws, "upload failed (%s), kept pending: %s", backend_status_name(st),
+	       err.message);
+	pthread_mutex_lock(&c->lock);
+	c->n.upload_failures++;
+	f->permanent = status_permanent(st);
+	upload_schedule(f, -rc);
+	pthread_mutex_unlock(&c->lock);
+	free(path);
+	free(url);
+	free(sandbox);
+	return rc;
+
+fail_local:
+	pthread_mutex_lock(&c->lock);
+	c->n.upload_failures++;
+	upload_schedule(f, -rc);
+	pthread_mutex_unlock(&c->lock);
+	free(path);
+	free(url);
+	free(sandbox);
+	return rc;
+}
+
+/* The pending file due first, or NULL; *wait_ms says how long to wait. */
+static struct wsfile *next_due(struct wscache *c, uint64_t *wait_ms)
+{
+	struct wsfile *best = NULL;
+	for (struct workspace *ws = c->wss; ws; ws = ws->next) {
+		if (ws->gone)
+			continue;
+		for (struct wsfile *f = ws->all; f; f = f->ws_next)
+			if (f->pending && !f->permanent && !f->unlinked &&
+			    (!best || f->next_try_ms < best->next_try_ms))
+				best = f;
+	}
+	uint64_t now = ws_now_ms();
+	*wait_ms = 1000;
+	if (best && best->next_try_ms > now) {
+		if (best->next_try_ms - now < *wait_ms)
+			*wait_ms = best->next_try_ms - now;
+		return NULL;
+	}
+	return best;
+}
+
+void *upload_thread(void *arg)
+{
+	struct wscache *c = arg;
+	pthread_mutex_lock(&c->lock);
+	while (!c->stop) {
+		uint64_t wait_ms;
+		struct wsfile *f = next_due(c, &wait_ms);
+		if (!f) {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_sec += (time_t)(wait_ms / 1000);
+			ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+			continue;
+		}
+		if (file_ref(f) < 0) {
+			ws_log(f->ws, "cannot open a pending cache file: %s",
+			       strerror(errno));
+			f->permanent = true;
+			continue;
+		}
+		pthread_mutex_unlock(&c->lock);
+		if (pthread_mutex_trylock(&f->mx) == 0) {
+			upload_locked(f);
+			pthread_mutex_unlock(&f->mx);
+			pthread_mutex_lock(&c->lock);
+		} else {
+			/* Busy with a user operation, which uploads it anyway. */
+			pthread_mutex_lock(&c->lock);
+			f->next_try_ms = ws_now_ms() + RETRY_BASE_MS;
+		}
+		file_unref(f);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}

@@ -1,0 +1,1041 @@
+/*
+ * workspace.c — the wscache and workspace objects: creation, restore from
+ * the journal, health and stats, invalidation after commands, the queued
+ * modes applied before a command, sandboxes that are gone. The FUSE
+ * operations are in workspace_ops.c.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "workspace_i.h"
+
+/* --- small helpers ----------------------------------------------------------*/
+
+uint64_t ws_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int ws_check_path(const char *rel)
+{
+	if (!rel)
+		return -EINVAL;
+	size_t len = strlen(rel);
+	if (len >= 4096)
+		return -ENAMETOOLONG;
+	if (len == 0)
+		return 0;
+	const char *p = rel;
+	for (;;) {
+		const char *slash = strchr(p, '/');
+		size_t n = slash ? (size_t)(slash - p) : strlen(p);
+		if (n > 255)
+			return -ENAMETOOLONG;
+		char seg[256];
+		memcpy(seg, p, n);
+		seg[n] = '\0';
+		if (!backend_name_valid(seg))
+			return -EINVAL;
+		if (!slash)
+			return 0;
+		p = slash + 1;
+	}
+}
+
+/* ws_check_path, and the hidden machinery of the root is not there. */
+int ws_check(const struct workspace *ws, const char *rel)
+{
+	int rc = ws_check_path(rel);
+	if (rc < 0)
+		return rc;
+	const char *slash = strchr(rel, '/');
+	size_t n = slash ? (size_t)(slash - rel) : strlen(rel);
+	char first[256];
+	memcpy(first, rel, n);
+	first[n] = '\0';
+	if (n && ws_machinery(ws, "", first))
+		return -ENOENT;
+	return 0;
+}
+
+char *ws_parent(const char *rel, const char **name)
+{
+	const char *slash = strrchr(rel, '/');
+	if (!slash) {
+		*name = rel;
+		return strdup("");
+	}
+	*name = slash + 1;
+	return strndup(rel, (size_t)(slash - rel));
+}
+
+char *ws_join(const char *a, const char *b)
+{
+	if (!a[0])
+		return strdup(b);
+	char *s = NULL;
+	if (asprintf(&s, "%s/%s", a, b) < 0)
+		return NULL;
+	return s;
+}
+
+bool ws_is_under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	if (n == 0)
+		return path[0] != '\0';
+	return strncmp(path, dir, n) == 0 && path[n] == '/';
+}
+
+void ws_log(const struct workspace *ws, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "sandboxfs: workspace of %s: %s\n", ws ? ws->id : "?", msg);
+}
+
+int ws_backend_errno(enum backend_status st)
+{
+	int e = backend_errno(st, BACKEND_OP_FILE);
+	return e ? e : EIO;
+}
+
+void ws_kernel_invalidate(struct workspace *ws, const char *rel)
+{
+	struct fuse *fuse = ws->c->cfg.fuse;
+	if (!fuse)
+		return;
+	char *p = NULL;
+	if (asprintf(&p, "/%s/workspace%s%s", ws->id, rel[0] ? "/" : "", rel) < 0)
+		return;
+	fuse_invalidate_path(fuse, p);
+	free(p);
+}
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char *p = strdup(path);
+	if (!p)
+		return -ENOMEM;
+	for (char *s = p + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(p, mode) < 0 && errno != EEXIST) {
+			int e = errno;
+			free(p);
+			return -e;
+		}
+		*s = '/';
+	}
+	int rc = 0;
+	if (mkdir(p, mode) < 0 && errno != EEXIST)
+		rc = -errno;
+	free(p);
+	return rc;
+}
+
+/* --- hash table ---------------------------------------------------------------*/
+
+static size_t hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (; *s; s++) {
+		h ^= (unsigned char)*s;
+		h *= 1099511628211ULL;
+	}
+	return (size_t)h;
+}
+
+int htab_init(struct htab *t, size_t nb)
+{
+	t->b = calloc(nb, sizeof(*t->b));
+	t->nb = nb;
+	t->n = 0;
+	return t->b ? 0 : -ENOMEM;
+}
+
+void htab_free(struct htab *t)
+{
+	free(t->b);
+	t->b = NULL;
+	t->nb = t->n = 0;
+}
+
+void htab_add(struct htab *t, struct hlink *l)
+{
+	size_t i = hash_str(l->key) % t->nb;
+	l->next = t->b[i];
+	t->b[i] = l;
+	t->n++;
+}
+
+void htab_del(struct htab *t, struct hlink *l)
+{
+	size_t i = hash_str(l->key) % t->nb;
+	for (struct hlink **p = &t->b[i]; *p; p = &(*p)->next)
+		if (*p == l) {
+			*p = l->next;
+			t->n--;
+			return;
+		}
+}
+
+struct hlink *htab_find(const struct htab *t, const char *key)
+{
+	size_t i = hash_str(key) % t->nb;
+	for (struct hlink *l = t->b[i]; l; l = l->next)
+		if (strcmp(l->key, key) == 0)
+			return l;
+	return NULL;
+}
+
+/* --- local metadata -------------------------------------------------------------*/
+
+struct wsmeta *meta_get(struct workspace *ws, const char *path, bool create)
+{
+	struct hlink *l = htab_find(&ws->metas, path);
+	if (l)
+		return ws_container_of(l, struct wsmeta, h);
+	if (!create)
+		return NULL;
+	struct wsmeta *m = calloc(1, sizeof(*m));
+	if (!m || !(m->path = strdup(path))) {
+		free(m);
+		return NULL;
+	}
+	m->h.key = m->path;
+	htab_add(&ws->metas, &m->h);
+	return m;
+}
+
+static void meta_free(struct workspace *ws, struct wsmeta *m)
+{
+	htab_del(&ws->metas, &m->h);
+	free(m->path);
+	free(m);
+}
+
+void meta_drop(struct workspace *ws, const char *path)
+{
+	struct wsmeta *m = meta_get(ws, path, false);
+	if (m)
+		meta_free(ws, m);
+}
+
+/* Moves the metadata of from, and of everything below it, to to. */
+void meta_move(struct workspace *ws, const char *from, const char *to)
+{
+	size_t nfrom = strlen(from);
+	struct wsmeta **moved = NULL;
+	size_t n = 0, cap = 0;
+	for (size_t i = 0; i < ws->metas.nb; i++)
+		for (struct hlink *l = ws->metas.b[i]; l; l = l->next) {
+			struct wsmeta *m = ws_container_of(l, struct wsmeta, h);
+			if (strcmp(m->path, from) != 0 && !ws_is_under(m->path, from))
+				continue;
+			if (n == cap) {
+				cap = cap ? cap * 2 : 16;
+				struct wsmeta **p = realloc(moved, cap * sizeof(*p));
+				if (!p)
+					goto out;
+				moved = p;
+			}
+			moved[n++] = m;
+		}
+	for (size_t i = 0; i < n; i++)
+		htab_del(&ws->metas, &moved[i]->h);
+	/* What was at the destination is replaced. */
+	meta_drop(ws, to);
+	for (size_t i = 0; i < n; i++) {
+		struct wsmeta *m = moved[i];
+		char *np = NULL;
+		if (asprintf(&np, "%s%s", to, m->path + nfrom) < 0) {
+			free(m->path);
+			free(m);
+			continue;
+		}
+		meta_drop(ws, np);
+		free(m->path);
+		m->path = np;
+		m->h.key = np;
+		/* A file put at a new name has the server's default mode. */
+		if (m->has_mode)
+			m->mode_queued = true;
+		htab_add(&ws->metas, &m->h);
+	}
+out:
+	free(moved);
+}
+
+/* --- wscache ------------------------------------------------------------------*/
+
+struct wscache *wscache_new(const struct wscache_config *cfg)
+{
+	if (!cfg || !cfg->backend || !cfg->cache_dir || !cfg->cache_dir[0])
+		return NULL;
+	struct wscache *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->cfg = *cfg;
+	if (!c->cfg.max_bytes)
+		c->cfg.max_bytes = 1ULL << 30;
+	if (c->cfg.listing_ttl_ms < 0)
+		c->cfg.listing_ttl_ms = 1000;
+	c->cache_dir = strdup(cfg->cache_dir);
+	c->files_dir = c->cache_dir ? ws_join(c->cache_dir, "files") : NULL;
+	c->rescue_dir = c->cache_dir ? ws_join(c->cache_dir, "rescue") : NULL;
+	c->cfg.cache_dir = c->cache_dir;
+	if (!c->files_dir || !c->rescue_dir || mkdir_p(c->cache_dir, 0700) < 0 ||
+	    mkdir_p(c->files_dir, 0700) < 0) {
+		free(c->cache_dir);
+		free(c->files_dir);
+		free(c->rescue_dir);
+		free(c);
+		return NULL;
+	}
+	chmod(c->cache_dir, 0700);
+	chmod(c->files_dir, 0700);
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	c->rand_state = (unsigned)time(NULL) ^ (unsigned)getpid();
+	return c;
+}
+
+int wscache_start(struct wscache *c)
+{
+	if (c->running)
+		return 0;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	int rc = pthread_create(&c->thread, NULL, upload_thread, c);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		return -rc;
+	c->running = true;
+	return 0;
+}
+
+static void workspace_free(struct workspace *ws)
+{
+	while (ws->all) {
+		struct wsfile *f = ws->all;
+		ws->all = f->ws_next;
+		if (f->fd >= 0)
+			close(f->fd);
+		/* Dirty data stays on disk for the next mount's restore. */
+		if (!f->dirty && !f->pending)
+			unlink(f->cache_path);
+		pthread_mutex_destroy(&f->mx);
+		free(f->path);
+		free(f->cache_path);
+		free(f);
+	}
+	htab_free(&ws->files);
+	for (size_t i = 0; i < ws->metas.nb; i++) {
+		struct hlink *l = ws->metas.b[i];
+		while (l) {
+			struct hlink *next = l->next;
+			struct wsmeta *m = ws_container_of(l, struct wsmeta, h);
+			free(m->path);
+			free(m);
+			l = next;
+		}
+	}
+	htab_free(&ws->metas);
+	dir_free_all(ws);
+	for (size_t i = 0; i < ws->nmade; i++)
+		free(ws->made_dirs[i]);
+	free(ws->made_dirs);
+	free(ws->rescue_dir);
+	free(ws->id);
+	free(ws->url);
+	free(ws);
+}
+
+/* Uploads every dirty file of ws once (or of every workspace when ws is
+ * NULL). Returns the number that failed. */
+static int flush_all(struct wscache *c, struct workspace *only)
+{
+	int failed = 0;
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		struct wsfile *pick = NULL;
+		for (struct workspace *ws = c->wss; ws && !pick; ws = ws->next) {
+			if ((only && ws != only) || ws->gone)
+				continue;
+			for (struct wsfile *f = ws->all; f; f = f->ws_next)
+				if ((f->dirty || f->pending) && !f->unlinked && f->path &&
+				    f->attempts >= 0) {
+					pick = f;
+					break;
+				}
+		}
+		if (!pick || file_ref(pick) < 0)
+			break;
+		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_lock(&pick->mx);
+		int rc = upload_locked(pick);
+		pthread_mutex_unlock(&pick->mx);
+		pthread_mutex_lock(&c->lock);
+		if (rc < 0) {
+			failed++;
+			pick->attempts = -1000000; /* not picked again in this pass */
+		}
+		file_unref(pick);
+	}
+	/* Restore the retry counters of those that failed. */
+	for (struct workspace *ws = c->wss; ws; ws = ws->next)
+		for (struct wsfile *f = ws->all; f; f = f->ws_next)
+			if (f->attempts < 0)
+				f->attempts = 1;
+	pthread_mutex_unlock(&c->lock);
+	return failed;
+}
+
+void wscache_free(struct wscache *c)
+{
+	if (!c)
+		return;
+	if (c->running) {
+		pthread_mutex_lock(&c->lock);
+		c->stop = true;
+		pthread_cond_broadcast(&c->cond);
+		pthread_mutex_unlock(&c->lock);
+		pthread_join(c->thread, NULL);
+		c->running = false;
+	}
+	int failed = flush_all(c, NULL);
+	if (failed)
+		fprintf(stderr,
+			"sandboxfs: %d uploads still pending; they are retried at the "
+			"next mount\n",
+			failed);
+	while (c->wss) {
+		struct workspace *ws = c->wss;
+		c->wss = ws->next;
+		workspace_free(ws);
+	}
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->cond);
+	free(c->cache_dir);
+	free(c->files_dir);
+	free(c->rescue_dir);
+	free(c);
+}
+
+/* --- workspaces ---------------------------------------------------------------*/
+
+static struct workspace *ws_find(struct wscache *c, const char *id)
+{
+	for (struct workspace *ws = c->wss; ws; ws = ws->next)
+		if (!ws->retired && strcmp(ws->id, id) == 0)
+			return ws;
+	return NULL;
+}
+
+static struct workspace *ws_get_locked(struct wscache *c, const char *id, const char *url)
+{
+	struct workspace *ws = ws_find(c, id);
+	if (ws) {
+		if (url && (!ws->url || strcmp(ws->url, url) != 0)) {
+			char *u = strdup(url);
+			if (u) {
+				free(ws->url);
+				ws->url = u;
+			}
+		}
+		return ws;
+	}
+	ws = calloc(1, sizeof(*ws));
+	if (!ws)
+		return NULL;
+	ws->c = c;
+	ws->id = strdup(id);
+	ws->url = url ? strdup(url) : NULL;
+	ws->epoch = 1;
+	if (!ws->id || (url && !ws->url) || htab_init(&ws->dirs, 1024) < 0 ||
+	    htab_init(&ws->metas, 1024) < 0 || htab_init(&ws->files, 1024) < 0) {
+		htab_free(&ws->dirs);
+		htab_free(&ws->metas);
+		htab_free(&ws->files);
+		free(ws->id);
+		free(ws->url);
+		free(ws);
+		return NULL;
+	}
+	ws->next = c->wss;
+	c->wss = ws;
+	return ws;
+}
+
+struct workspace *workspace_get(struct wscache *c, const char *sandbox_id,
+				const char *url)
+{
+	if (!c || !sandbox_id)
+		return NULL;
+	pthread_mutex_lock(&c->lock);
+	struct workspace *ws = ws_get_locked(c, sandbox_id, url);
+	pthread_mutex_unlock(&c->lock);
+	return ws;
+}
+
+void workspace_invalidate(struct workspace *ws)
+{
+	if (!ws)
+		return;
+	struct wscache *c = ws->c;
+	pthread_mutex_lock(&c->lock);
+	ws->epoch++;
+	for (size_t i = 0; i < ws->nmade; i++)
+		free(ws->made_dirs[i]);
+	ws->nmade = 0;
+	/* The kernel may hold pages and sizes of files a command changed. */
+	char **paths = NULL;
+	size_t n = 0;
+	if (c->cfg.fuse) {
+		size_t cap = 0;
+		for (struct wsfile *f = ws->all; f; f = f->ws_next) {
+			if (!f->path || f->dirty)
+				continue;
+			if (n == cap) {
+				cap = cap ? cap * 2 : 64;
+				char **p = realloc(paths, cap * sizeof(*p));
+				if (!p)
+					break;
+				paths = p;
+			}
+			if (!(paths[n] = strdup(f->path)))
+				break;
+			n++;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	for (size_t i = 0; i < n; i++) {
+		ws_kernel_invalidate(ws, paths[i]);
+		free(paths[i]);
+	}
+	free(paths);
+}
+
+/* Appends s to the command being built, shell-quoted. */
+static int quote_append(char **buf, size_t *len, size_t *cap, const char *s)
+{
+	size_t need = *len + 4 * strlen(s) + 4;
+	if (need > *cap) {
+		size_t nc = *cap ? *cap : 256;
+		while (nc < need)
+			nc *= 2;
+		char *p = realloc(*buf, nc);
+		if (!p)
+			return -ENOMEM;
+		*buf = p;
+		*cap = nc;
+	}
+	char *o = *buf + *len;
+	*o++ = ' ';
+	*o++ = '\'';
+	for (; *s; s++) {
+		if (*s == '\'') {
+			memcpy(o, "'\\''", 4);
+			o += 4;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o++ = '\'';
+	*o = '\0';
+	*len = (size_t)(o - *buf);
+	return 0;
+}
+
+static int raw_append(char **buf, size_t *len, size_t *cap, const char *s)
+{
+	size_t n = strlen(s);
+	if (*len + n + 1 > *cap) {
+		size_t nc = *cap ? *cap : 256;
+		while (nc < *len + n + 1)
+			nc *= 2;
+		char *p = realloc(*buf, nc);
+		if (!p)
+			return -ENOMEM;
+		*buf = p;
+		*cap = nc;
+	}
+	memcpy(*buf + *len, s, n + 1);
+	*len += n;
+	return 0;
+}
+
+#define MODE_BATCH_BYTES (256 * 1024)
+
+int workspace_before_command(struct workspace *ws)
+{
+	if (!ws)
+		return 0;
+	struct wscache *c = ws->c;
+	int result = 0;
+	for (int round = 0; round < 64; round++) {
+		/* One command per round: "chmod MODE -- 'a' 'b'" groups. */
+		pthread_mutex_lock(&c->lock);
+		struct wsmeta **batch = NULL;
+		size_t n = 0, cap = 0, bytes = 0;
+		for (size_t i = 0; i < ws->metas.nb && bytes < MODE_BATCH_BYTES; i++)
+			for (struct hlink *l = ws->metas.b[i];
+			     l && bytes < MODE_BATCH_BYTES; l = l->next) {
+				struct wsmeta *m = ws_container_of(l, struct wsmeta, h);
+				if (!m->mode_queued)
+					continue;
+				/* Not on the server yet: applied after its upload. */
+				struct wsfile *f = file_find(ws, m->path);
+				if (f && !f->remote_exists)
+					continue;
+				if (n == cap) {
+					cap = cap ? cap * 2 : 32;
+					struct wsmeta **p =
+					    realloc(batch, cap * sizeof(*p));
+					if (!p)
+						break;
+					batch = p;
+				}
+				batch[n++] = m;
+				bytes += strlen(m->path) + 8;
+			}
+		if (n == 0) {
+			pthread_mutex_unlock(&c->lock);
+			free(batch);
+			break;
+		}
+		if (!c->cfg.exec) {
+			pthread_mutex_unlock(&c->lock);
+			free(batch);
+			return -ENOTSUP;
+		}
+		char *cmd = NULL;
+		size_t len = 0, ccap = 0;
+		int rc = raw_append(&cmd, &len, &ccap, "r=0;");
+		char **paths = calloc(n, sizeof(*paths));
+		if (!paths)
+			rc = -ENOMEM;
+		for (size_t i = 0; i < n && rc == 0; i++) {
+			if (!batch[i])
+				continue;
+			mode_t mode = batch[i]->mode & 07777;
+			char head[64];
+			snprintf(head, sizeof(head), " chmod %04o --", (unsigned)mode);
+			rc = raw_append(&cmd, &len, &ccap, head);
+			for (size_t k = i; k < n && rc == 0; k++) {
+				if (!batch[k] || (batch[k]->mode & 07777) != mode)
+					continue;
+				rc = quote_append(&cmd, &len, &ccap, batch[k]->path);
+				batch[k]->mode_queued = false;
+				paths[k] = strdup(batch[k]->path);
+				batch[k] = NULL;
+			}
+			if (rc == 0)
+				rc = raw_append(&cmd, &len, &ccap, " || r=1;");
+		}
+		if (rc == 0)
+			rc = raw_append(&cmd, &len, &ccap, " exit $r");
+		pthread_mutex_unlock(&c->lock);
+		free(batch);
+
+		int code = 0;
+		if (rc == 0)
+			rc = c->cfg.exec(c->cfg.exec_ctx, ws->id, cmd, &code);
+		free(cmd);
+
+		pthread_mutex_lock(&c->lock);
+		for (size_t i = 0; i < n; i++) {
+			if (!paths || !paths[i])
+				continue;
+			struct wsmeta *m = meta_get(ws, paths[i], false);
+			if (m && rc < 0)
+				m->mode_queued = true; /* not sent: keep it queued */
+			else if (m && code != 0)
+				m->has_mode = false; /* not known to be applied */
+			free(paths[i]);
+		}
+		pthread_mutex_unlock(&c->lock);
+		free(paths);
+		if (rc < 0)
+			return rc;
+		if (code != 0) {
+			ws_log(ws, "applying queued modes failed (exit %d)", code);
+			result = -EIO;
+		}
+	}
+	return result;
+}
+
+/* Keeps the cache file of path for the user under rescue/ID/path. */
+static int rescue_keep(struct wscache *c, const char *id, const char *path,
+		       const char *cache_file, char **dir_out)
+{
+	char *dir = ws_join(c->rescue_dir, id);
+	char *dest = dir ? ws_join(dir, path) : NULL;
+	if (!dest) {
+		free(dir);
+		return -ENOMEM;
+	}
+	char *slash = strrchr(dest, '/');
+	*slash = '\0';
+	int rc = mkdir_p(dest, 0700);
+	*slash = '/';
+	if (rc == 0) {
+		char *try = strdup(dest);
+		for (int i = 1; try && link(cache_file, try) < 0; i++) {
+			if (errno != EEXIST || i > 1000) {
+				rc = -errno;
+				break;
+			}
+			free(try);
+			try = NULL;
+			if (asprintf(&try, "%s.%d", dest, i) < 0)
+				try = NULL;
+		}
+		if (!try)
+			rc = -ENOMEM;
+		free(try);
+	}
+	if (rc == 0)
+		unlink(cache_file);
+	free(dest);
+	if (dir_out)
+		*dir_out = dir;
+	else
+		free(dir);
+	return rc;
+}
+
+void workspace_sandbox_gone(struct workspace *ws)
+{
+	if (!ws)
+		return;
+	struct wscache *c = ws->c;
+	struct item {
+		char *path, *cache;
+		uint64_t id;
+	} *items = NULL;
+	size_t n = 0;
+	pthread_mutex_lock(&c->lock);
+	ws->gone = true;
+	for (struct wsfile *f = ws->all; f; f = f->ws_next)
+		n += (f->dirty || f->pending) && f->path && !f->unlinked;
+	items = calloc(n ? n : 1, sizeof(*items));
+	size_t k = 0;
+	for (struct wsfile *f = ws->all; f && items; f = f->ws_next) {
+		if (!((f->dirty || f->pending) && f->path && !f->unlinked))
+			continue;
+		/* A copy to rescue: open handles keep the original. */
+		char *copy = NULL;
+		if (asprintf(&copy, "%s.rescue", f->cache_path) < 0)
+			copy = NULL;
+		if (copy && link(f->cache_path, copy) < 0) {
+			free(copy);
+			copy = NULL;
+		}
+		items[k++] = (struct item){strdup(f->path), copy, f->upload_id};
+		f->upload_id = 0;
+		cache_set_state(f, false, false);
+	}
+	pthread_mutex_unlock(&c->lock);
+	char *dir = NULL;
+	for (size_t i = 0; i < k; i++) {
+		if (items[i].cache && items[i].path) {
+			char *d = NULL;
+			if (rescue_keep(c, ws->id, items[i].path, items[i].cache, &d) ==
+				0 &&
+			    !dir)
+				dir = d;
+			else
+				free(d);
+		}
+		if (c->cfg.journal && items[i].id) {
+			struct journal_record r = {
+			    .kind = JOURNAL_UPLOAD_ABANDONED,
+			    .sandbox = ws->id,
+			    .upload_id = items[i].id,
+			    .error = "the sandbox is gone; data kept for rescue"};
+			journal_append(c->cfg.journal, &r, true);
+		}
+		free(items[i].path);
+		free(items[i].cache);
+	}
+	free(items);
+	if (dir) {
+		ws_log(ws, "the sandbox is gone; its unsaved files are kept in %s", dir);
+		pthread_mutex_lock(&c->lock);
+		if (!ws->rescue_dir)
+			ws->rescue_dir = dir;
+		else
+			free(dir);
+		pthread_mutex_unlock(&c->lock);
+	}
+}
+
+void workspace_forget(struct wscache *c, const char *sandbox_id)
+{
+	if (!c || !sandbox_id)
+		return;
+	pthread_mutex_lock(&c->lock);
+	struct workspace *ws = ws_find(c, sandbox_id);
+	pthread_mutex_unlock(&c->lock);
+	if (!ws)
+		return;
+	flush_all(c, ws);
+	/* Open handles may still point into it, and the retry thread keeps
+	 * trying what is pending: the object lives until wscache_free. */
+	pthread_mutex_lock(&c->lock);
+	ws->retired = true;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* --- restore, health, stats --------------------------------------------------*/
+
+static int upload_cmp_desc(const void *a, const void *b)
+{
+	const struct journal_upload *x = *(const struct journal_upload *const *)a;
+	const struct journal_upload *y = *(const struct journal_upload *const *)b;
+	return x->upload_id < y->upload_id ? 1 : x->upload_id > y->upload_id ? -1 : 0;
+}
+
+static bool file_matches(const char *path, uint64_t size, uint32_t crc)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	struct stat sb;
+	bool ok = fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == size;
+	if (ok) {
+		unsigned char *buf = malloc(1 << 20);
+		uLong v = crc32(0L, Z_NULL, 0);
+		ssize_t r = 0;
+		while (buf && (r = read(fd, buf, 1 << 20)) > 0)
+			v = crc32(v, buf, (uInt)r);
+		ok = buf && r == 0 && (uint32_t)v == crc;
+		free(buf);
+	}
+	close(fd);
+	return ok;
+}
+
+int wscache_restore(struct wscache *c, const struct journal_state *st)
+{
+	if (!c || !st)
+		return -EINVAL;
+	int restored = 0;
+	for (size_t s = 0; s < st->count; s++) {
+		const struct journal_sandbox *sb = &st->sandboxes[s];
+		if (!sb->nuploads)
+			continue;
+		const struct journal_upload **ups = calloc(sb->nuploads, sizeof(*ups));
+		if (!ups)
+			return -ENOMEM;
+		for (size_t i = 0; i < sb->nuploads; i++)
+			ups[i] = &sb->uploads[i];
+		qsort(ups, sb->nuploads, sizeof(*ups), upload_cmp_desc);
+		for (size_t i = 0; i < sb->nuploads; i++) {
+			const struct journal_upload *u = ups[i];
+			if (u->abandoned || !u->path || !u->cache_file)
+				continue;
+			struct stat sb_st;
+			if (stat(u->cache_file, &sb_st) < 0) {
+				fprintf(stderr,
+					"sandboxfs: workspace of %s: the cache file of a "
+					"pending "
+					"upload is missing; that upload is lost\n",
+					sb->id);
+				pthread_mutex_lock(&c->lock);
+				c->lost_uploads++;
+				pthread_mutex_unlock(&c->lock);
+				if (c->cfg.journal) {
+					struct journal_record r = {
+					    .kind = JOURNAL_UPLOAD_ABANDONED,
+					    .sandbox = sb->id,
+					    .upload_id = u->upload_id,
+					    .error = "cache file missing at restore"};
+					journal_append(c->cfg.journal, &r, true);
+				}
+				continue;
+			}
+			if (sb->state == JOURNAL_SB_GONE) {
+				char *dir = NULL;
+				rescue_keep(c, sb->id, u->path, u->cache_file, &dir);
+				free(dir);
+				if (c->cfg.journal) {
+					struct journal_record r = {
+					    .kind = JOURNAL_UPLOAD_ABANDONED,
+					    .sandbox = sb->id,
+					    .upload_id = u->upload_id,
+					    .error = "the sandbox is gone; data kept for "
+						     "rescue"};
+					journal_append(c->cfg.journal, &r, true);
+				}
+				continue;
+			}
+			pthread_mutex_lock(&c->lock);
+			struct workspace *ws = ws_get_locked(c, sb->id, sb->url);
+			struct wsfile *f = ws ? file_find(ws, u->path) : NULL;
+			if (f || !ws) {
+				/* A newer intent for the same path wins. */
+				pthread_mutex_unlock(&c->lock);
+				upload_supersede(c, sb->id, u->upload_id);
+				if (!f || strcmp(f->cache_path, u->cache_file) != 0)
+					unlink(u->cache_file);
+				continue;
+			}
+			f = file_new(ws, u->path, u->cache_file);
+			if (!f) {
+				pthread_mutex_unlock(&c->lock);
+				continue;
+			}
+			f->present = true;
+			f->remote_exists = true;
+			f->size = 0;
+			c->bytes += (uint64_t)sb_st.st_size;
+			f->size = (uint64_t)sb_st.st_size;
+			cache_set_state(f, true, true);
+			f->upload_id = u->upload_id;
+			f->wgen = 1;
+			f->next_try_ms = ws_now_ms();
+			f->mtime.tv_sec = sb_st.st_mtim.tv_sec;
+			f->mtime.tv_nsec = sb_st.st_mtim.tv_nsec;
+			pthread_mutex_unlock(&c->lock);
+			/* Written after its intent (crash before the next flush):
+			 * the newer content gets an intent of its own. */
+			bool same = file_matches(u->cache_file, u->size, u->checksum);
+			pthread_mutex_lock(&c->lock);
+			f->intent_gen = same ? 1 : 0;
+			pthread_cond_broadcast(&c->cond);
+			pthread_mutex_unlock(&c->lock);
+			restored++;
+		}
+		free(ups);
+	}
+
+	/* Cache files nothing refers to are leftovers of an earlier mount. */
+	DIR *d = opendir(c->files_dir);
+	if (d) {
+		struct dirent *de;
+		while ((de = readdir(d))) {
+			if (de->d_name[0] == '.')
+				continue;
+			char *p = ws_join(c->files_dir, de->d_name);
+			if (!p)
+				continue;
+			bool used = false;
+			pthread_mutex_lock(&c->lock);
+			for (struct workspace *ws = c->wss; ws && !used; ws = ws->next)
+				for (struct wsfile *f = ws->all; f && !used;
+				     f = f->ws_next)
+					used = strcmp(f->cache_path, p) == 0;
+			pthread_mutex_unlock(&c->lock);
+			if (!used)
+				unlink(p);
+			free(p);
+		}
+		closedir(d);
+	}
+	return restored;
+}
+
+int wscache_health(struct wscache *c, FILE *out)
+{
+	if (!c)
+		return 0;
+	int problems = 0;
+	size_t pending = 0, stuck = 0;
+	pthread_mutex_lock(&c->lock);
+	for (struct workspace *ws = c->wss; ws; ws = ws->next)
+		for (struct wsfile *f = ws->all; f; f = f->ws_next)
+			if (f->pending && !f->unlinked) {
+				pending++;
+				stuck += f->permanent;
+			}
+	uint64_t lost = c->lost_uploads;
+	pthread_mutex_unlock(&c->lock);
+	if (pending) {
+		fprintf(out, "%zu uploads pending\n", pending);
+		problems++;
+	}
+	if (stuck) {
+		fprintf(out,
+			"%zu uploads refused by the server (retried at the next close)\n",
+			stuck);
+		problems++;
+	}
+	if (lost) {
+		fprintf(out, "%" PRIu64 " pending uploads lost their cache file\n", lost);
+		problems++;
+	}
+	DIR *d = opendir(c->rescue_dir);
+	if (d) {
+		struct dirent *de;
+		while ((de = readdir(d))) {
+			if (de->d_name[0] == '.')
+				continue;
+			fprintf(out, "data of gone sandbox %s is kept in %s/%s\n",
+				de->d_name, c->rescue_dir, de->d_name);
+			problems++;
+		}
+		closedir(d);
+	}
+	return problems;
+}
+
+void wscache_stats(struct wscache *c, FILE *out)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	struct wscache_counters n = c->n;
+	uint64_t bytes = c->bytes, dirty = c->dirty_bytes, files = 0, pending = 0;
+	for (struct workspace *ws = c->wss; ws; ws = ws->next)
+		for (struct wsfile *f = ws->all; f; f = f->ws_next) {
+			files++;
+			pending += f->pending;
+		}
+	uint64_t max = c->cfg.max_bytes;
+	pthread_mutex_unlock(&c->lock);
+	fprintf(out,
+		"cache_hits %" PRIu64 "\n"
+		"cache_misses %" PRIu64 "\n"
+		"cache_files %" PRIu64 "\n"
+		"cache_bytes %" PRIu64 "\n"
+		"cache_dirty_bytes %" PRIu64 "\n"
+		"cache_max_bytes %" PRIu64 "\n"
+		"cache_evictions %" PRIu64 "\n"
+		"cache_enospc %" PRIu64 "\n"
+		"download_bytes %" PRIu64 "\n"
+		"uploads %" PRIu64 "\n"
+		"upload_failures %" PRIu64 "\n"
+		"upload_bytes %" PRIu64 "\n"
+		"uploads_pending %" PRIu64 "\n"
+		"listings_fetched %" PRIu64 "\n"
+		"listing_cache_hits %" PRIu64 "\n"
+		"renames %" PRIu64 "\n"
+		"dir_renames %" PRIu64 "\n",
+		n.hits, n.misses, files, bytes, dirty, max, n.evictions, n.enospc,
+		n.fetched_bytes, n.uploads, n.upload_failures, n.uploaded_bytes, pending,
+		n.listings, n.listing_hits, n.renames, n.dir_renames);
+}

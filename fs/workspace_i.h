@@ -1,0 +1,224 @@
+/*
+ * workspace_i.h — private types of the workspace cache (fs/workspace*.c,
+ * fs/cache.c, fs/listing.c, fs/upload.c). Not for other modules.
+ *
+ * Locking: one mutex per wscache (c->lock) guards every map, list and
+ * counter below; it is never held across a network call or a wait. Each
+ * cached file has its own mutex (f->mx) that serialises its whole-file
+ * work (fetch, write, truncate, upload, rename); it may be held across a
+ * network call. Order: f->mx before c->lock, never the reverse.
+ */
+#ifndef SANDBOXFS_FS_WORKSPACE_I_H
+#define SANDBOXFS_FS_WORKSPACE_I_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "handle.h"
+#include "workspace.h"
+
+/* Name of the empty file mkdir puts inside a new directory (then deletes);
+ * never shown in listings. */
+#define WS_PLACEHOLDER ".sandboxfs-mkdir"
+
+/* --- a small string-keyed hash table (intrusive) -------------------------*/
+
+struct hlink {
+	struct hlink *next;
+	const char *key; /* owned by the containing object */
+};
+
+struct htab {
+	struct hlink **b;
+	size_t nb;
+	size_t n;
+};
+
+int htab_init(struct htab *t, size_t nb);
+void htab_free(struct htab *t); /* frees the buckets, not the objects */
+void htab_add(struct htab *t, struct hlink *l);
+void htab_del(struct htab *t, struct hlink *l);
+struct hlink *htab_find(const struct htab *t, const char *key);
+
+#define ws_container_of(ptr, type, member)                                               \
+	((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+
+/* --- listings -------------------------------------------------------------*/
+
+struct wsentry {
+	char *name;
+	uint64_t size;
+	bool is_dir;
+	struct timespec seen; /* when this name with this size was first seen */
+};
+
+struct wsdir {
+	struct hlink h; /* key: directory path ("" is the root) */
+	char *path;
+	struct wsentry *ents; /* sorted by name */
+	size_t n, cap;
+	int err;	     /* 0, or -errno the last fetch gave (cached too) */
+	bool loaded;	     /* ents/err hold a fetch result */
+	bool fetching;	     /* a thread is fetching it; others wait */
+	uint64_t fetched_ms; /* monotonic; 0 = stale */
+	uint64_t epoch;	     /* ws->epoch at the fetch */
+};
+
+/* --- local metadata the contract has no place for --------------------------*/
+
+struct wsmeta {
+	struct hlink h; /* key: path */
+	char *path;
+	bool has_mode;
+	mode_t mode;	  /* permission bits, applied or queued */
+	bool mode_queued; /* not yet applied in the sandbox */
+	bool has_times;
+	struct timespec atime, mtime;
+};
+
+/* --- cached files ---------------------------------------------------------*/
+
+struct wsfile {
+	struct hlink h;		/* in ws->files, key: path; unused when unlinked */
+	struct wsfile *ws_next; /* every file of ws, live or unlinked */
+	struct wsfile *lru_prev, *lru_next; /* c->lru, oldest first */
+	struct workspace *ws;
+	char *path;	  /* NULL once unlinked */
+	char *cache_path; /* absolute path of the cache file */
+	int fd;		  /* open while refs > 0, else -1 */
+	pthread_mutex_t mx;
+
+	int refs;	    /* handles + internal users */
+	int opens;	    /* open handles */
+	bool present;	    /* the cache file holds the whole content */
+	uint64_t size;	    /* bytes of the cache file, accounted in c->bytes */
+	uint64_t epoch;	    /* ws->epoch when fetched or last uploaded */
+	bool remote_exists; /* known to exist on the server */
+	bool unlinked;
+
+	bool dirty;	     /* local content not yet on the server */
+	uint64_t wgen;	     /* bumped by every change of the content */
+	uint64_t upload_id;  /* pending UPLOAD_INTENT, 0 = none */
+	uint64_t intent_gen; /* wgen the pending intent covers */
+	bool pending;	     /* a failed upload waits in the retry queue */
+	bool permanent;	     /* its last failure will not heal by retrying */
+	int attempts;
+	uint64_t next_try_ms;
+	int last_err;
+	struct timespec mtime;
+};
+
+/* What fuse_file_info.fh points to for a workspace file. */
+struct wshandle {
+	struct fs_handle h; /* kind FS_HANDLE_WORKSPACE, first member */
+	struct wsfile *f;
+	int flags;
+};
+
+struct workspace {
+	struct workspace *next;
+	struct wscache *c;
+	char *id;
+	char *url;
+	uint64_t epoch; /* bumped by workspace_invalidate */
+	bool gone;
+	bool retired;	    /* forgotten: not found by workspace_get any more */
+	struct htab dirs;   /* struct wsdir */
+	struct htab metas;  /* struct wsmeta */
+	struct htab files;  /* struct wsfile, live names only */
+	struct wsfile *all; /* every wsfile of this workspace */
+	char **made_dirs;   /* made by mkdir since the last command */
+	size_t nmade;
+	char *rescue_dir; /* set once data of this gone sandbox was kept */
+};
+
+struct wscache_counters {
+	uint64_t hits, misses, fetched_bytes;
+	uint64_t uploads, upload_failures, uploaded_bytes;
+	uint64_t listings, listing_hits, negative_hits;
+	uint64_t evictions, enospc;
+	uint64_t renames, dir_renames;
+};
+
+struct wscache {
+	struct wscache_config cfg;
+	char *cache_dir;
+	char *files_dir;  /* cache_dir/files: the cache files */
+	char *rescue_dir; /* cache_dir/rescue/ID/PATH: data of gone sandboxes */
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* listing fetches done, retry queue changed */
+	pthread_t thread;
+	bool running, stop;
+	struct workspace *wss;
+	struct wsfile *lru_head, *lru_tail;
+	uint64_t bytes;	      /* sum of cache file sizes */
+	uint64_t dirty_bytes; /* of which dirty or pending */
+	uint64_t name_seq;
+	unsigned int rand_state;
+	uint64_t lost_uploads; /* pending uploads whose cache file vanished */
+	struct wscache_counters n;
+};
+
+/* --- helpers shared by the files ------------------------------------------*/
+
+uint64_t ws_now_ms(void); /* monotonic */
+int ws_check_path(const char *rel);
+/* ws_check_path, and hidden machinery of the root is not there (ENOENT). */
+int ws_check(const struct workspace *ws, const char *rel);
+/* Splits rel into parent (malloc'ed) and name (points into rel). */
+char *ws_parent(const char *rel, const char **name);
+char *ws_join(const char *a, const char *b);
+bool ws_is_under(const char *path, const char *dir); /* path inside dir/ */
+void ws_log(const struct workspace *ws, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+int ws_backend_errno(enum backend_status st);
+void ws_kernel_invalidate(struct workspace *ws, const char *rel);
+
+/* listing.c (c->lock held; dir_load may drop and retake it) */
+int dir_load(struct workspace *ws, const char *path, struct wsdir **out);
+struct wsdir *dir_cached(struct workspace *ws, const char *path);
+struct wsentry *dir_find(struct wsdir *d, const char *name);
+/* Adds or updates path's entry in its parent's cached listing; mtime
+ * (may be NULL) forces the entry's time. */
+void dir_upsert(struct workspace *ws, const char *path, uint64_t size, bool is_dir,
+		const struct timespec *mtime);
+/* path is a new directory: its listing is known to be empty. */
+void dir_set_empty(struct workspace *ws, const char *path);
+void dir_remove(struct workspace *ws, const char *path);
+void dir_drop(struct workspace *ws, const char *path);
+void dir_stale_all(struct workspace *ws);
+void dir_free_all(struct workspace *ws);
+bool ws_machinery(const struct workspace *ws, const char *dir, const char *name);
+
+/* metadata (workspace.c, c->lock held) */
+struct wsmeta *meta_get(struct workspace *ws, const char *path, bool create);
+void meta_drop(struct workspace *ws, const char *path);
+void meta_move(struct workspace *ws, const char *from, const char *to);
+
+/* cache.c (c->lock held unless said otherwise) */
+struct wsfile *file_find(struct workspace *ws, const char *path);
+/* adopt: an existing cache file to take over (restore), or NULL. */
+struct wsfile *file_new(struct workspace *ws, const char *path, const char *adopt);
+void cache_account(struct wsfile *f, uint64_t size);
+int file_ref(struct wsfile *f); /* opens the fd when needed */
+void file_unref(struct wsfile *f);
+bool file_live(const struct wsfile *f);
+void file_detach(struct wsfile *f); /* unlinks the name; keeps the data */
+void file_set_path(struct wsfile *f, const char *path);
+void file_drop_clean(struct wsfile *f); /* forgets a clean, unused copy */
+int cache_reserve(struct wscache *c, struct wsfile *f, uint64_t new_size);
+void cache_set_dirty(struct wsfile *f, bool dirty);
+void cache_set_state(struct wsfile *f, bool dirty, bool pending);
+/* f->mx held, c->lock not held: */
+int cache_fetch(struct wsfile *f);
+int cache_truncate(struct wsfile *f, uint64_t size);
+
+/* upload.c: f->mx held, c->lock not held */
+int upload_locked(struct wsfile *f);
+void upload_supersede(struct wscache *c, const char *sandbox, uint64_t id);
+void upload_schedule(struct wsfile *f, int err); /* c->lock held */
+void *upload_thread(void *arg);
+
+#endif

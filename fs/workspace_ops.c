@@ -1,0 +1,1174 @@
+/*
+ * workspace_ops.c — the FUSE operations on ID/workspace/REL (DESIGN.md §3):
+ * metadata from listings, file content through cache files, directory and
+ * name operations built from whole-file GET, PUT and DELETE.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "workspace_i.h"
+
+#define DEFAULT_FILE_MODE 0644
+#define DEFAULT_DIR_MODE  0755
+
+/* What a path is, from the live cache or the parent's listing. */
+struct wsattr {
+	bool is_dir;
+	uint64_t size;
+	struct timespec mtime;
+};
+
+static struct wshandle *handle_of(const struct fuse_file_info *fi)
+{
+	if (!fi || !fi->fh)
+		return NULL;
+	struct fs_handle *h = fs_handle_of(fi->fh);
+	return h->kind == FS_HANDLE_WORKSPACE ? (struct wshandle *)h : NULL;
+}
+
+/* c->lock held; may drop and retake it (listing fetch). */
+static int lookup(struct workspace *ws, const char *rel, struct wsattr *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (!rel[0]) {
+		a->is_dir = true;
+		return 0;
+	}
+	struct wsfile *f = file_find(ws, rel);
+	if (f && file_live(f))
+		goto live;
+	const char *name;
+	char *parent = ws_parent(rel, &name);
+	if (!parent)
+		return -ENOMEM;
+	struct wsdir *d;
+	int rc = dir_load(ws, parent, &d);
+	free(parent);
+	f = file_find(ws, rel); /* the lock was dropped */
+	if (f && file_live(f))
+		goto live;
+	if (rc < 0)
+		return rc;
+	struct wsentry *e = dir_find(d, name);
+	if (!e) {
+		if (f)
+			file_drop_clean(f);
+		ws->c->n.negative_hits++;
+		return -ENOENT;
+	}
+	a->is_dir = e->is_dir;
+	a->size = e->size;
+	a->mtime = e->seen;
+	if (f && e->is_dir)
+		file_drop_clean(f);
+	else if (f && f->present && f->size != e->size)
+		f->present = false; /* changed on the server: fetch again */
+	return 0;
+live:
+	a->is_dir = false;
+	a->size = f->size;
+	a->mtime = f->mtime;
+	return 0;
+}
+
+/* The parent of rel is a directory (c->lock held, may be dropped). */
+static int parent_is_dir(struct workspace *ws, const char *rel)
+{
+	const char *name;
+	char *parent = ws_parent(rel, &name);
+	if (!parent)
+		return -ENOMEM;
+	struct wsattr a;
+	int rc = lookup(ws, parent, &a);
+	free(parent);
+	if (rc == 0 && !a.is_dir)
+		rc = -ENOTDIR;
+	return rc;
+}
+
+static void fill_stat(struct workspace *ws, const char *rel, const struct wsattr *a,
+		      struct stat *st)
+{
+	const struct wscache_config *cfg = &ws->c->cfg;
+	struct wsmeta *m = meta_get(ws, rel, false);
+	memset(st, 0, sizeof(*st));
+	mode_t perm = a->is_dir ? DEFAULT_DIR_MODE : DEFAULT_FILE_MODE;
+	if (m && m->has_mode)
+		perm = m->mode & 07777;
+	st->st_mode = (a->is_dir ? S_IFDIR : S_IFREG) | perm;
+	st->st_nlink = a->is_dir ? 2 : 1;
+	st->st_uid = cfg->uid;
+	st->st_gid = cfg->gid;
+	st->st_size = (off_t)a->size;
+	st->st_blksize = 4096;
+	st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
+	st->st_mtim = a->mtime;
+	st->st_atim = a->mtime;
+	if (m && m->has_times) {
+		st->st_mtim = m->mtime;
+		st->st_atim = m->atime;
+	}
+	st->st_ctim = st->st_mtim;
+}
+
+static void fill_file_stat(struct wsfile *f, struct stat *st)
+{
+	struct workspace *ws = f->ws;
+	struct wsattr a = {.is_dir = false, .size = f->size, .mtime = f->mtime};
+	if (f->path) {
+		fill_stat(ws, f->path, &a, st);
+	} else {
+		fill_stat(ws, "", &a, st);
+		st->st_mode = S_IFREG | DEFAULT_FILE_MODE;
+		st->st_nlink = 0;
+	}
+}
+
+int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st,
+		      struct fuse_file_info *fi)
+{
+	struct wshandle *h = handle_of(fi);
+	struct wscache *c = ws ? ws->c : NULL;
+	if (h) {
+		c = h->f->ws->c;
+		pthread_mutex_lock(&c->lock);
+		fill_file_stat(h->f, st);
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
+	int rc = ws_check_path(rel);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	struct wsattr a;
+	rc = lookup(ws, rel, &a);
+	if (rc == 0 && rel[0] && ws_machinery(ws, "", rel))
+		rc = -ENOENT;
+	if (rc == 0)
+		fill_stat(ws, rel, &a, st);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int workspace_readdir(struct workspace *ws, const char *rel, void *buf,
+		      fuse_fill_dir_t filler, enum fuse_readdir_flags flags)
+{
+	int rc = ws_check_path(rel);
+	if (rc < 0)
+		return rc;
+	struct wscache *c = ws->c;
+	pthread_mutex_lock(&c->lock);
+	struct wsdir *d;
+	rc = dir_load(ws, rel, &d);
+	if (rc < 0) {
+		pthread_mutex_unlock(&c->lock);
+		return rc;
+	}
+	enum fuse_fill_dir_flags ff =
+	    (flags & FUSE_READDIR_PLUS) ? FUSE_FILL_DIR_PLUS : 0;
+	struct stat st;
+	struct wsattr self = {.is_dir = true};
+	fill_stat(ws, rel, &self, &st);
+	filler(buf, ".", &st, 0, 0);
+	filler(buf, "..", NULL, 0, 0);
+	for (size_t i = 0; i < d->n; i++) {
+		struct wsentry *e = &d->ents[i];
+		char *child = ws_join(rel, e->name);
+		if (!child)
+			break;
+		struct wsattr a = {
+		    .is_dir = e->is_dir, .size = e->size, .mtime = e->seen};
+		struct wsfile *f = e->is_dir ? NULL : file_find(ws, child);
+		if (f && file_live(f)) {
+			a.size = f->size;
+			a.mtime = f->mtime;
+		}
+		fill_stat(ws, child, &a, &st);
+		free(child);
+		if (filler(buf, e->name, &st, 0, ff))
+			break;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+static int handle_new(struct wsfile *f, struct fuse_file_info *fi)
+{
+	struct wshandle *h = calloc(1, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	h->h.kind = FS_HANDLE_WORKSPACE;
+	h->f = f;
+	h->flags = fi->flags;
+	fi->fh = (uint64_t)(uintptr_t)h;
+	return 0;
+}
+
+/* Drops a reference taken by an operation (c->lock not held). */
+static void unref(struct wsfile *f)
+{
+	struct wscache *c = f->ws->c;
+	pthread_mutex_lock(&c->lock);
+	file_unref(f);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* The cache entry of an existing file, referenced; c->lock held. */
+static int file_for(struct workspace *ws, const char *rel, struct wsfile **out)
+{
+	struct wsattr a;
+	int rc = lookup(ws, rel, &a);
+	if (rc < 0)
+		return rc;
+	if (a.is_dir)
+		return -EISDIR;
+	struct wsfile *f = file_find(ws, rel);
+	if (!f) {
+		f = file_new(ws, rel, NULL);
+		if (!f)
+			return -EIO;
+		f->remote_exists = true;
+	} else if (!file_live(f) && f->present && f->epoch != ws->epoch) {
+		f->present = false; /* a command ran since: fetch again */
+	}
+	rc = file_ref(f);
+	if (rc < 0)
+		return rc;
+	*out = f;
+	return 0;
+}
+
+int workspace_open(struct workspace *ws, const char *rel, struct fuse_file_info *fi)
+{
+	int rc = ws_check(ws, rel);
+	if (rc < 0)
+		return rc;
+	if (!rel[0])
+		return -EISDIR;
+	struct wscache *c = ws->c;
+	int acc = fi->flags & O_ACCMODE;
+	bool trunc = (fi->flags & O_TRUNC) && acc != O_RDONLY;
+
+	pthread_mutex_lock(&c->lock);
+	struct wsfile *f;
+	rc = file_for(ws, rel, &f);
+	if (rc == 0)
+		f->opens++;
+	pthread_mutex_unlock(&c->lock);
+	if (rc < 0)
+		return rc;
+
+	bool fetched = false;
+	pthread_mutex_lock(&f->mx);
+	if (trunc) {
+		rc = cache_truncate(f, 0);
+	} else if (!f->present) {
+		rc = cache_fetch(f);
+		fetched = true;
+	}
+	pthread_mutex_unlock(&f->mx);
+	if (rc == 0)
+		rc = handle_new(f, fi);
+	pthread_mutex_lock(&c->lock);
+	if (rc < 0) {
+		f->opens--;
+		file_unref(f);
+	} else if (!fetched) {
+		c->n.hits++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (rc < 0)
+		return rc;
+	/* Pages the kernel holds are still right unless we fetched anew. */
+	fi->keep_cache = !fetched && !trunc;
+	return 0;
+}
+
+int workspace_create(struct workspace *ws, const char *rel, mode_t mode,
+		     struct fuse_file_info *fi)
+{
+	int rc = ws_check(ws, rel);
+	if (rc < 0)
+		return rc;
+	if (!rel[0])
+		return -EEXIST;
+	struct wscache *c = ws->c;
+	pthread_mutex_lock(&c->lock);
+	struct wsattr a;
+	rc = lookup(ws, rel, &a);
+	if (rc == 0) {
+		pthread_mutex_unlock(&c->lock);
+		if (fi->flags & O_EXCL)
+			return -EEXIST;
+		if (a.is_dir)
+			return -EISDIR;
+		return workspace_open(ws, rel, fi);
+	}
+	if (rc != -ENOENT) {
+		pthread_mutex_unlock(&c->lock);
+		return rc;
+	}
+	rc = parent_is_dir(ws, rel);
+	if (rc < 0) {
+		pthread_mutex_unlock(&c->lock);
+		return rc;
+	}
+	struct wsfile *f = file_new(ws, rel, NULL);
+	if (!f) {
+		pthread_mutex_unlock(&c->lock);
+		return -EIO;
+	}
+	rc = file_ref(f);
+	if (rc < 0) {
+		file_detach(f);
+		pthread_mutex_unlock(&c->lock);
+		return rc;
+	}
+	f->present = true;
+	f->remote_exists = false;
+	cache_set_dirty(f, true); /* even empty, it is uploaded at close */
+	f->wgen++;
+	f->opens++;
+	dir_upsert(ws, rel, 0, false, &f->mtime);
+	meta_drop(ws, rel);
+	mode_t perm = mode & 07777;
+	if (perm != DEFAULT_FILE_MODE && c->cfg.exec) {
+		struct wsmeta *m = meta_get(ws, rel, true);
+		if (m) {
+			m->has_mode = true;
+			m->mode = perm;
+			m->mode_queued = true;
+		}
+	}
+	c->n.hits++;
+	pthread_mutex_unlock(&c->lock);
+	rc = handle_new(f, fi);
+	if (rc < 0) {
+		pthread_mutex_lock(&c->lock);
+		f->opens--;
+		file_unref(f);
+		pthread_mutex_unlock(&c->lock);
+		return rc;
+	}
+	fi->keep_cache = 0;
+	return 0;
+}
+
+int workspace_read(struct fuse_file_info *fi, char *buf, size_t size, off_t off)
+{
+	struct wshandle *h = handle_of(fi);
+	if (!h)
+		return -EBADF;
+	size_t done = 0;
+	while (done < size) {
+		ssize_t n = pread(h->f->fd, buf + done, size - done, off + (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return done ? (int)done : -errno;
+		if (n == 0)
+			break;
+		done += (size_t)n;
+	}
+	return (int)done;
+}
+
+int workspace_write(struct fuse_file_info *fi, const char *buf, size_t size, off_t off)
+{
+	struct wshandle *h = handle_of(fi);
+	if (!h)
+		return -EBADF;
+	struct wsfile *f = h->f;
+	struct wscache *c = f->ws->c;
+	pthread_mutex_lock(&f->mx);
+	pthread_mutex_lock(&c->lock);
+	if (h->flags & O_APPEND)
+		off = (off_t)f->size;
+	uint64_t end = (uint64_t)off + size;
+	int rc = cache_reserve(c, f, end);
+	pthread_mutex_unlock(&c->lock);
+	if (rc < 0) {
+		pthread_mutex_unlock(&f->mx);
+		return rc;
+	}
+	size_t done = 0;
+	while (done < size) {
+		ssize_t n = pwrite(f->fd, buf + done, size - done, off + (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = n < 0 ? -errno : -EIO;
+			break;
+		}
+		done += (size_t)n;
+	}
+	pthread_mutex_lock(&c->lock);
+	if (done) {
+		if (!f->dirty)
+			cache_set_dirty(f, true);
+		uint64_t nend = (uint64_t)off + done;
+		if (nend > f->size)
+			cache_account(f, nend);
+		f->wgen++;
+		f->present = true;
+		clock_gettime(CLOCK_REALTIME, &f->mtime);
+		struct wsmeta *m = f->path ? meta_get(f->ws, f->path, false) : NULL;
+		if (m)
+			m->has_times = false; /* a write sets the time */
+	}
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&f->mx);
+	return done ? (int)done : rc;
+}
+
+static int upload_now(struct wsfile *f)
+{
+	pthread_mutex_lock(&f->mx);
+	int rc = upload_locked(f);
+	pthread_mutex_unlock(&f->mx);
+	return rc;
+}
+
+int workspace_flush(struct fuse_file_info *fi)
+{
+	struct wshandle *h = handle_of(fi);
+	if (!h)
+		return -EBADF;
+	/* A reader's close never reports another writer's upload. */
+	if ((h->flags & O_ACCMODE) == O_RDONLY)
+		return 0;
+	return upload_now(h->f);
+}
+
+int workspace_fsync(struct fuse_file_info *fi, int datasync)
+{
+	struct wshandle *h = handle_of(fi);
+	if (!h)
+		return -EBADF;
+	return upload_now(h->f);
+}
+
+int workspace_release(struct fuse_file_info *fi)
+{
+	struct wshandle *h = handle_of(fi);
+	if (!h)
+		return -EBADF;
+	struct wsfile *f = h->f;
+	struct wscache *c = f->ws->c;
+	pthread_mutex_lock(&c->lock);
+	f->opens--;
+	/* Written (mmap, or a writer whose flush was skipped) and not yet
+	 * handled: upload it now rather than wait for a retry. */
+	bool upload = f->opens == 0 && f->dirty && !f->pending && !f->unlinked;
+	pthread_mutex_unlock(&c->lock);
+	if (upload)
+		upload_now(f);
+	unref(f);
+	h->h.kind = 0;
+	free(h);
+	fi->fh = 0;
+	return 0;
+}
+
+int workspace_truncate(struct workspace *ws, const char *rel, off_t size,
+		       struct fuse_file_info *fi)
+{
+	if (size < 0)
+		return -EINVAL;
+	struct wshandle *h = handle_of(fi);
+	if (h) {
+		pthread_mutex_lock(&h->f->mx);
+		int rc = cache_truncate(h->f, (uint64_t)size);
+		pthread_mutex_unlock(&h->f->mx);
+		return rc;
+	}
+	int rc = ws_check(ws, rel);
+	if (rc < 0)
+		return rc;
+	if (!rel[0])
+		return -EISDIR;
+	struct wscache *c = ws->c;
+	pthread_mutex_lock(&c->lock);
+	struct wsfile *f;
+	rc = file_for(ws, rel, &f);
+	pthread_mutex_unlock(&c->lock);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&f->mx);
+	if (size > 0 && !f->present)
+		rc = cache_fetch(f);
+	if (rc == 0)
+		rc = cache_truncate(f, (uint64_t)size);
+	pthread_mutex_lock(&c->lock);
+	bool open = f->opens > 0;
+	pthread_mutex_unlock(&c->lock);
+	/* No close will follow a truncate(2) of a file nobody has open. */
+	if (rc == 0 && !open)
+		rc = upload_locked(f);
+	pthread_mutex_unlock(&f->mx);
+	unref(f);
+	return rc;
+}
+
+int workspace_unlink(struct workspace *ws, const char *rel)
+{
+	int rc = ws_check(ws, rel);
+	if (rc < 0)
+		return rc;
+	if (!rel[0])
+		return -EISDIR;
+	struct wscache *c = ws->c;
+	pthread_mutex_lock(&c->lock);
+	struct wsattr a;
+	rc = lookup(ws, rel, &a);
+	struct wsfile *f = file_find(ws, rel);
+	if (rc == 0 && a.is_dir)
+		rc = -EISDIR;
+	if (rc == 0 && f)
+		rc = file_ref(f);
+	pthread_mutex_unlock(&c->lock);
+	if (rc < 0)
+		return rc;
+
+	if (f) {
+		/* No upload of it may land after the DELETE. */
+		pthread_mutex_lock(&f->mx);
+		pthread_mutex_lock(&c->lock);
+		uint64_t old = f->upload_id;
+		f->upload_id = 0;
+		pthread_mutex_unlock(&c->lock);
+		upload_supersede(c, ws->id, old);
+	}
+	pthread_mutex_lock(&c->lock);
+	char *url = ws->url ? strdup(ws->url) : NULL;
+	pthread_mutex_unlock(&c->lock);
+	struct backend_error err;
+	enum backend_status st =
+	    url ? backend_file_delete(c->cfg.backend, url, rel, &err) : BACKEND_NOT_SENT;
+	free(url);
+	if (st == BACKEND_NOT_FOUND && f && !f->remote_exists)
+		st = BACKEND_OK; /* created here and never uploaded */
+	if (st == BACKEND_NOT_FOUND)
+		st = BACKEND_OK; /* gone already: the name is gone either way */
+	rc = st == BACKEND_OK ? 0 : -ws_backend_errno(st);
+	pthread_mutex_lock(&c->lock);
+	if (rc == 0) {
+		if (f)
+			file_detach(f);
+		dir_remove(ws, rel);
+		meta_drop(ws, rel);
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (f) {
+		pthread_mutex_unlock(&f->mx);
+		unref(f);
+	}
+	return rc;
+}
+
+/* PUT then DELETE of an empty placeholder inside rel makes the directory. */
+static int make_dir_remote(struct workspace *ws, const char *rel)
+{
+	struct wscache *c = ws->c;
+	char *ph = ws_join(rel, WS_PLACEHOLDER);
+	pthread_mutex_lock(&c->lock);
+	char *url = ws->url ? strdup(ws->url) : NULL;
+	pthread_mutex_unlock(&c->lock);
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	int rc = 0;
+	if (!ph || !url || fd < 0) {
+		rc = !url ? -ENOTCONN : -EIO;
+		goto out;
+	}
+	struct backend_error err;
+	enum backend_status st = backend_file_put(c->cfg.backend, url, ph, fd, 0, &err);
+	if (st != BACKEND_OK) {
+		rc = -ws_backend_errno(st);
+		goto out;
+	}
+	st = backend_file_delete(c->cfg.backend, url, ph, &err);
+	if (st != BACKEND_OK && st != BACKEND_NOT_FOUND)
+		ws_log(ws, "could not remove a directory placeholder: %s", err.message);
+out:
+	if (fd >= 0)
+		close(fd);
+	free(ph);
+	free(url);
+	return rc;
+}
+
+static void made_dirs_add(struct workspace *ws, const char *rel)
+{
+	char **p = realloc(ws->made_dirs, (ws->nmade + 1) * sizeof(*p));
+	if (!p)
+		return;
+	ws->made_dirs = p;
+	if ((p[ws->nmade] = strdup(rel)))
+		ws->nmade++;
+}
+
+static void made_dirs_drop(struct workspace *ws, const char *rel)
+{
+	for (size_t i = 0; i < ws->nmade;) {
+		if (strcmp(ws->made_dirs[i], rel) == 0 ||
+		    ws_is_under(ws->made_dirs[i], rel)) {
+			free(ws->made_dirs[i]);
+			ws->made_dirs[i] = ws->made_dirs[--ws->nmade];
+		} else {
+			i++;
+		}
+	}
+}
+
+int workspace_mkdir(struct workspace *ws, const char *rel, mode_t mode)
+{
+	int rc = ws_check(ws, rel);
+	if (rc < 0)
+		return rc;
+	if (!rel[0])
+		return -EEXIST;
+	struct wscache *c = ws->c;
+	pthread_mutex_lock(&c->lock);
+	struct wsattr a;
+	rc = lookup(ws, rel, &a);
+	if (rc == -ENOENT) {
+		int prc = parent_is_dir(ws, rel);
+		if (prc < 0) {
+			pthread_mutex_unlock(&c->lock);
+			return prc;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (rc == 0)
+		return -EEXIST;
+	if (rc != -ENOENT)
+		return rc;
+	rc = make_dir_remote(ws, rel);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	made_dirs_add(ws, rel);
+	dir_upsert(ws, rel, 0, true, NULL);
+	dir_set_empty(ws, rel);
+	meta_drop(ws, rel);
+	mode_t perm = mode & 07777;
+	if (perm != DEFAULT_DIR_MODE && c->cfg.exec) {
+		struct wsmeta *m = meta_get(ws, rel, true);
+		if (m) {
+			m->has_mode = true;
+			m->mode = perm;
+			m->mode_queued = true;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+/* True when a file created here and not yet uploaded lives under rel. */
+static bool local_files_under(struct workspace *ws, const char *rel)
+{
+	for (struct wsfile *f = ws->all; f; f = f->ws_next)
+		if (f->path && file_live(f) && ws_is_under(f->path, rel))
+			return true;
+	return false;
+}
+
+int workspace_rmdir(struct workspace *ws, const char *rel)
+{
+	int rc = ws_check(ws, rel);
+	if (rc < 0)
+		return rc;
+	if (!rel[0])
+		return -EBUSY;
+	struct wscache *c = ws->c;
+	pthread_mutex_lock(&c->lock);
+	struct wsattr a;
+	rc = lookup(ws, rel, &a);
+	if (rc == 0 && !a.is_dir)
+		rc = -ENOTDIR;
+	if (rc == 0 && local_files_under(ws, rel))
+		rc = -ENOTEMPTY;
+	if (rc == 0) {
+		/* DELETE removes a whole tree: check a fresh listing. */
+		struct wsdir *d = dir_cached(ws, rel);
+		if (d)
+			d->fetched_ms = 0;
+		rc = dir_load(ws, rel, &d);
+		if (rc == 0 && (d->n > 0 || local_files_under(ws, rel)))
+			rc = -ENOTEMPTY;
+	}
+	char *url = ws->url ? strdup(ws->url) : NULL;
+	pthread_mutex_unlock(&c->lock);
+	if (rc < 0) {
+		free(url);
+		return rc;
+	}
+	struct backend_error err;
+	enum backend_status st =
+	    url ? backend_file_delete(c->cfg.backend, url, rel, &err) : BACKEND_NOT_SENT;
+	free(url);
+	if (st != BACKEND_OK && st != BACKEND_NOT_FOUND)
+		return -ws_backend_errno(st);
+	pthread_mutex_lock(&c->lock);
+	dir_remove(ws, rel);
+	dir_drop(ws, rel);
+	made_dirs_drop(ws, rel);
+	meta_drop(ws, rel);
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+/* --- rename -----------------------------------------------------------------*/
+
+static void lock_two(struct wsfile *a, struct wsfile *b)
+{
+	if (!b || a == b) {
+		pthread_mutex_lock(&a->mx);
+	} else if (a < b) {
+		pthread_mutex_lock(&a->mx);
+		pthread_mutex_lock(&b->mx);
+	} else {
+		pthread_mutex_lock(&b->mx);
+		pthread_mutex_lock(&a->mx);
+	}
+}
+
+static void unlock_two(struct wsfile *a, struct wsfile *b)
+{
+	pthread_mutex_unlock(&a->mx);
+	if (b && b != a)
+		pthread_mutex_unlock(&b->mx);
+}
+
+/* File rename: PUT the local copy at the new name, then DELETE the old.
+ * Works while a command runs; an open handle follows the new name. */
+static int rename_file(struct workspace *ws, const char *from, const char *to)
+{
+	struct wscache *c = ws->c;
+	pthread_mutex_lock(&c->lock);
+	struct wsfile *f, *g = NULL;
+	int rc = file_for(ws, from, &f);
+	if (rc == 0 && (g = file_find(ws, to)) && file_ref(g) < 0)
+		g = NULL;
+	pthread_mutex_unlock(&c->lock);
+	if (rc < 0)
+		return rc;
+
+	lock_two(f, g);
+	if (!f->present)
+		rc = cache_fetch(f);
+	/* Dirty data is saved under the old name first, so a failure leaves
+	 * every name as it was. */
+	if (rc == 0)
+		rc = upload_locked(f);
+	pthread_mutex_lock(&c->lock);
+	uint64_t size = f->size;
+	char *url = ws->url ? strdup(ws->url) : NULL;
+	bool remote = f->remote_exists;
+	pthread_mutex_unlock(&c->lock);
+	struct backend_error err;
+	enum backend_status st = BACKEND_OK;
+	if (rc == 0) {
+		st = url ? backend_file_put(c->cfg.backend, url, to, f->fd, size, &err)
+			 : BACKEND_NOT_SENT;
+		if (st != BACKEND_OK)
+			rc = -ws_backend_errno(st);
+	}
+	if (rc == 0 && g) {
+		pthread_mutex_lock(&c->lock);
+		uint64_t gid = g->upload_id;
+		g->upload_id = 0;
+		pthread_mutex_unlock(&c->lock);
+		upload_supersede(c, ws->id, gid);
+	}
+	if (rc == 0 && remote) {
+		st = backend_file_delete(c->cfg.backend, url, from, &err);
+		if (st != BACKEND_OK && st != BACKEND_NOT_FOUND) {
+			rc = -ws_backend_errno(st);
+			ws_log(ws,
+			       "rename: the new name is written, the old one is still "
+			       "there: %s",
+			       err.message);
+		}
+	}
+	free(url);
+	pthread_mutex_lock(&c->lock);
+	if (rc == 0) {
+		if (g && g != f)
+			file_detach(g);
+		dir_remove(ws, from);
+		file_set_path(f, to);
+		f->remote_exists = true;
+		struct wsmeta *m = meta_get(ws, from, false);
+		bool has_times = m && m->has_times;
+		meta_move(ws, from, to);
+		dir_upsert(ws, to, size, false, has_times ? NULL : &f->mtime);
+		c->n.renames++;
+	} else if (st == BACKEND_OK || rc == -EIO) {
+		dir_stale_all(ws);
+	}
+	pthread_mutex_unlock(&c->lock);
+	unlock_two(f, g);
+	if (g)
+		unref(g);
+	unref(f);
+	return rc;
+}
+
+/* Copies the tree from into to through the file API (when no command can
+ * run mv): GET each file into a scratch file, PUT it at the new name. */
+static int copy_tree(struct workspace *ws, const char *url, const char *from,
+		     const char *to, int depth)
+{
+	struct wscache *c = ws->c;
+	if (depth > 64)
+		return -ELOOP;
+	struct backend_listing l = {0};
+	struct backend_error err;
+	enum backend_status st = backend_list(c->cfg.backend, url, from, &l, &err);
+	if (st != BACKEND_OK)
+		return -ws_backend_errno(st);
+	int rc = 0;
+	if (l.count == 0)
+		rc = make_dir_remote(ws, to);
+	for (size_t i = 0; i < l.count && rc == 0; i++) {
+		struct backend_entry *e = &l.entries[i];
+		char *sf = ws_join(from, e->name), *dt = ws_join(to, e->name);
+		if (!sf || !dt) {
+			rc = -ENOMEM;
+		} else if (e->is_dir) {
+			rc = copy_tree(ws, url, sf, dt, depth + 1);
+		} else {
+			char *tmp = ws_join(c->files_dir, "copy-XXXXXX");
+			int fd = tmp ? mkstemp(tmp) : -1;
+			if (fd < 0) {
+				rc = -EIO;
+			} else {
+				unlink(tmp);
+				uint64_t got = 0;
+				st = backend_file_get(c->cfg.backend, url, sf, fd, &got,
+						      &err);
+				if (st == BACKEND_OK)
+					st = backend_file_put(c->cfg.backend, url, dt, fd,
+							      got, &err);
+				if (st != BACKEND_OK)
+					rc = -ws_backend_errno(st);
+				close(fd);
+			}
+			free(tmp);
+		}
+		free(sf);
+		free(dt);
+	}
+	backend_listing_clear(&l);
+	return rc;
+}
+
+static char *shell_quote(const char *s)
+{
+	size_t n = 3;
+	for (const char *p = s; *p; p++)
+		n += *p == '\'' ? 4 : 1;
+	char *q = malloc(n), *o = q;
+	if (!q)
+		return NULL;
+	*o++ = '\'';
+	for (; *s; s++) {
+		if (*s == '\'') {
+			memcpy(o, "'\\''", 4);
+			o += 4;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o++ = '\'';
+	*o = '\0';
+	return q;
+}
+
+static int rename_dir(struct workspace *ws, const char *from, const char *to,
+		      bool dst_exists)
+{
+	struct wscache *c = ws->c;
+	pthread_mutex_lock(&c->lock);
+	int rc = 0;
+	if (dst_exists) {
+		struct wsdir *d = dir_cached(ws, to);
+		if (d)
+			d->fetched_ms = 0;
+		rc = dir_load(ws, to, &d);
+		if (rc == 0 && (d->n > 0 || local_files_under(ws, to)))
+			rc = -ENOTEMPTY;
+	}
+	char *url = ws->url ? strdup(ws->url) : NULL;
+	pthread_mutex_unlock(&c->lock);
+	if (rc < 0 || !url) {
+		free(url);
+		return rc < 0 ? rc : -ENOTCONN;
+	}
+	/* Local changes below it reach the server first. */
+	for (;;) {
+		struct wsfile *pick = NULL;
+		pthread_mutex_lock(&c->lock);
+		for (struct wsfile *f = ws->all; f; f = f->ws_next)
+			if (f->path && (f->dirty || f->pending) &&
+			    ws_is_under(f->path, from) && file_ref(f) == 0) {
+				pick = f;
+				break;
+			}
+		pthread_mutex_unlock(&c->lock);
+		if (!pick)
+			break;
+		rc = upload_now(pick);
+		unref(pick);
+		if (rc < 0) {
+			free(url);
+			return rc;
+		}
+	}
+	if (c->cfg.exec) {
+		char *qf = shell_quote(from), *qt = shell_quote(to), *cmd = NULL;
+		if (qf && qt &&
+		    asprintf(&cmd, "%s%s%s mv -- %s %s", dst_exists ? "rmdir -- " : "",
+			     dst_exists ? qt : "", dst_exists ? " &&" : "", qf, qt) < 0)
+			cmd = NULL;
+		free(qf);
+		free(qt);
+		int code = 0;
+		rc = cmd ? c->cfg.exec(c->cfg.exec_ctx, ws->id, cmd, &code) : -ENOMEM;
+		free(cmd);
+		if (rc == 0 && code != 0)
+			rc = -EIO;
+	} else {
+		struct backend_error err;
+		if (dst_exists) {
+			enum backend_status st =
+			    backend_file_delete(c->cfg.backend, url, to, &err);
+			if (st != BACKEND_OK && st != BACKEND_NOT_FOUND)
+				rc = -ws_backend_errno(st);
+		}
+		if (rc == 0)
+			rc = copy_tree(ws, url, from, to, 0);
+		if (rc == 0) {
+			enum backend_status st =
+			    backend_file_delete(c->cfg.backend, url, from, &err);
+			if (st != BACKEND_OK && st != BACKEND_NOT_FOUND)
+				rc = -ws_backend_errno(st);
+		}
+	}
+	free(url);
+	pthread_mutex_lock(&c->lock);
+	if (rc == 0) {
+		size_t nfrom = strlen(from);
+		for (struct wsfile *f = ws->all; f; f = f->ws_next) {
+			if (!f->path || !ws_is_under(f->path, from))
+				continue;
+			char *np = NULL;
+			if (asprintf(&np, "%s%s", to, f->path + nfrom) >= 0) {
+				struct wsfile *old = file_find(ws, np);
+				if (old && old != f)
+					file_detach(old);
+				file_set_path(f, np);
+				free(np);
+			}
+		}
+		meta_move(ws, from, to);
+		made_dirs_drop(ws, from);
+		c->n.dir_renames++;
+	}
+	/* Listings of both trees and their parents changed. */
+	dir_drop(ws, from);
+	dir_drop(ws, to);
+	dir_remove(ws, from);
+	const char *name;
+	char *tp = ws_parent(to, &name);
+	if (tp) {
+		struct wsdir *d = dir_cached(ws, tp);
+		if (d)
+			d->fetched_ms = 0;
+		free(tp);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int workspace_rename(struct workspace *ws, const char *from, const char *to,
+		     unsigned int flags)
+{
+	int rc = ws_check(ws, from);
+	if (rc == 0)
+		rc = ws_check(ws, to);
+	if (rc < 0)
+		return rc;
+	if (!from[0] || !to[0])
+		return -EBUSY;
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+	/* RENAME_EXCHANGE cannot be done atomically with whole-file PUTs. */
+	if (flags & ~(unsigned)RENAME_NOREPLACE)
+		return -EINVAL;
+	if (strcmp(from, to) == 0)
+		return 0;
+	if (ws_is_under(to, from))
+		return -EINVAL;
+	struct wscache *c = ws->c;
+	pthread_mutex_lock(&c->lock);
+	struct wsattr src, dst;
+	rc = lookup(ws, from, &src);
+	int drc = rc == 0 ? lookup(ws, to, &dst) : 0;
+	pthread_mutex_unlock(&c->lock);
+	if (rc < 0)
+		return rc;
+	if (drc < 0 && drc != -ENOENT)
+		return drc;
+	bool dst_exists = drc == 0;
+	if (drc == -ENOENT) {
+		/* The new parent must exist. */
+		pthread_mutex_lock(&c->lock);
+		int prc = parent_is_dir(ws, to);
+		pthread_mutex_unlock(&c->lock);
+		if (prc < 0)
+			return prc;
+	}
+	if (dst_exists && (flags & RENAME_NOREPLACE))
+		return -EEXIST;
+	if (src.is_dir) {
+		if (dst_exists && !dst.is_dir)
+			return -ENOTDIR;
+		return rename_dir(ws, from, to, dst_exists);
+	}
+	if (dst_exists && dst.is_dir)
+		return -EISDIR;
+	return rename_file(ws, from, to);
+}
+
+/* --- modes, owners, times, links, statfs -------------------------------------*/
+
+int workspace_chmod(struct workspace *ws, const char *rel, mode_t mode)
+{
+	int rc = ws_check(ws, rel);
+	if (rc < 0)
+		return rc;
+	struct wscache *c = ws->c;
+	pthread_mutex_lock(&c->lock);
+	struct wsattr a;
+	rc = lookup(ws, rel, &a);
+	if (rc == 0) {
+		struct stat st;
+		fill_stat(ws, rel, &a, &st);
+		mode_t perm = mode & 07777;
+		if ((st.st_mode & 07777) == perm) {
+			rc = 0; /* nothing to change */
+		} else if (!c->cfg.exec) {
+			rc = -ENOTSUP; /* no way to apply it in the sandbox */
+		} else {
+			struct wsmeta *m = meta_get(ws, rel, true);
+			if (!m) {
+				rc = -ENOMEM;
+			} else {
+				m->has_mode = true;
+				m->mode = perm;
+				m->mode_queued = true;
+			}
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int workspace_chown(struct workspace *ws, const char *rel, uid_t uid, gid_t gid)
+{
+	int rc = ws_check(ws, rel);
+	if (rc < 0)
+		return rc;
+	struct wscache *c = ws->c;
+	pthread_mutex_lock(&c->lock);
+	struct wsattr a;
+	rc = lookup(ws, rel, &a);
+	pthread_mutex_unlock(&c->lock);
+	if (rc < 0)
+		return rc;
+	if ((uid != (uid_t)-1 && uid != c->cfg.uid) ||
+	    (gid != (gid_t)-1 && gid != c->cfg.gid))
+		return -EPERM;
+	return 0;
+}
+
+int workspace_utimens(struct workspace *ws, const char *rel, const struct timespec tv[2])
+{
+	int rc = ws_check(ws, rel);
+	if (rc < 0)
+		return rc;
+	struct wscache *c = ws->c;
+	pthread_mutex_lock(&c->lock);
+	struct wsattr a;
+	rc = lookup(ws, rel, &a);
+	if (rc == 0) {
+		struct stat st;
+		fill_stat(ws, rel, &a, &st);
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		struct timespec at = st.st_atim, mt = st.st_mtim;
+		if (!tv) {
+			at = mt = now;
+		} else {
+			if (tv[0].tv_nsec == UTIME_NOW)
+				at = now;
+			else if (tv[0].tv_nsec != UTIME_OMIT)
+				at = tv[0];
+			if (tv[1].tv_nsec == UTIME_NOW)
+				mt = now;
+			else if (tv[1].tv_nsec != UTIME_OMIT)
+				mt = tv[1];
+		}
+		struct wsmeta *m = meta_get(ws, rel, true);
+		if (!m) {
+			rc = -ENOMEM;
+		} else {
+			m->has_times = true;
+			m->atime = at;
+			m->mtime = mt;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int workspace_symlink(struct workspace *ws, const char *target, const char *rel)
+{
+	/* The contract has no links; EPERM is symlink(2)'s "not supported by
+	 * this filesystem", which git probes for and tar reports per file. */
+	return -EPERM;
+}
+
+int workspace_link(struct workspace *ws, const char *from, const char *to)
+{
+	/* git falls back to rename when link fails. */
+	return -EPERM;
+}
+
+int workspace_statfs(struct workspace *ws, struct statvfs *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (!ws || statvfs(ws->c->cache_dir, st) < 0) {
+		st->f_bsize = st->f_frsize = 4096;
+		st->f_blocks = st->f_bfree = st->f_bavail = 1ULL << 28;
+		st->f_files = st->f_ffree = st->f_favail = 1ULL << 24;
+	}
+	st->f_namemax = 255;
+	return 0;
+}
+
+off_t workspace_lseek(struct fuse_file_info *fi, off_t off, int whence)
+{
+	struct wshandle *h = handle_of(fi);
+	if (!h)
+		return -EBADF;
+	off_t r = lseek(h->f->fd, off, whence);
+	return r < 0 ? -errno : r;
+}

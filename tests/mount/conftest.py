@@ -1,0 +1,75 @@
+"""Fixtures of the mounted-filesystem tests.
+
+Each test gets its own local orchestrator (sandbox-server --orchestrator
+--faults, random token), its own mount point and state directory, and a
+time limit; the mount is always unmounted, and the test fails when the
+daemon printed an unexpected error or warning or any secret.
+"""
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+import mount  # noqa: E402
+import sbx  # noqa: E402
+
+TEST_TIMEOUT = int(os.environ.get("SANDBOXFS_TEST_TIMEOUT", "90"))
+
+
+@pytest.fixture(autouse=True)
+def _time_limit(request):
+    if not mount.fuse_available():
+        pytest.skip("no /dev/fuse or fusermount3")
+
+    def expired(signum, frame):
+        raise TimeoutError(f"test exceeded {TEST_TIMEOUT} s")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(TEST_TIMEOUT)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+@pytest.fixture
+def orch(tmp_path):
+    (tmp_path / "orch").mkdir()
+    s = sbx.Server(orchestrator=True, faults=True, tmp=tmp_path / "orch")
+    s.start()
+    yield s
+    s.cleanup()
+
+
+@pytest.fixture
+def mnt(tmp_path, orch):
+    m = mount.Mount(tmp_path, server=orch)
+    m.start()
+    try:
+        yield m
+    finally:
+        m.stop()
+    m.check_log(allow=getattr(m, "allow", ()))
+
+
+@pytest.fixture
+def sandbox(mnt):
+    """A sandbox created through the mount (mkdir): its directory."""
+    d = mnt.path("sbx1")
+    os.mkdir(d)
+    return d
+
+
+def sandbox_url(orch, sid):
+    """The URL of a sandbox, from the orchestrator (never print it)."""
+    r = orch.client().sandbox(sid)
+    assert r.status == 200, r.status
+    return r.json()["url"]
+
+
+def executed(orch, sid):
+    """Commands the sandbox's /execute received, oldest first."""
+    return [c if isinstance(c, str) else c.get("command")
+            for c in sbx.log(sandbox_url(orch, sid))]
