@@ -19,6 +19,8 @@ PACKAGES=(
 	libfuse3-dev fuse3 libcurl4-openssl-dev libcjson-dev libmicrohttpd-dev
 	zlib1g-dev libattr1-dev attr
 	python3 python3-pytest curl procps psmisc
+	# the workspace's mounted tests run real programs through the mount
+	vim git rsync fio tar
 )
 
 need_root() {

@@ -9,6 +9,7 @@
  * wscache_restore.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +123,15 @@ int upload_locked(struct wsfile *f)
 			ws_log(ws, "cannot make a cache file durable: %s", strerror(-rc));
 			rc = -EIO;
 			goto fail_local;
+		}
+		if (!f->dir_synced) {
+			/* The cache file's name must survive a crash too. */
+			int dfd = open(c->files_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (dfd >= 0) {
+				if (fsync(dfd) == 0)
+					f->dir_synced = true;
+				close(dfd);
+			}
 		}
 		rc = crc_of(fd, size, &crc);
 		if (rc < 0) {

@@ -509,26 +509,39 @@ void workspace_invalidate(struct workspace *ws)
 	for (size_t i = 0; i < ws->nmade; i++)
 		free(ws->made_dirs[i]);
 	ws->nmade = 0;
-	/* The kernel may hold pages and sizes of files a command changed. */
+	/* The kernel may hold pages and sizes of files a command changed:
+	 * everything this mount showed (cached files, listed entries). */
 	char **paths = NULL;
-	size_t n = 0;
-	if (c->cfg.fuse) {
-		size_t cap = 0;
-		for (struct wsfile *f = ws->all; f; f = f->ws_next) {
-			if (!f->path || f->dirty)
+	size_t n = 0, cap = 0;
+	bool full = !c->cfg.fuse;
+#define ADD_PATH(expr)                                                                   \
+	do {                                                                             \
+		if (full || n >= 50000)                                                  \
+			break;                                                           \
+		if (n == cap) {                                                          \
+			cap = cap ? cap * 2 : 256;                                       \
+			char **p_ = realloc(paths, cap * sizeof(*p_));                   \
+			if (!p_) {                                                       \
+				full = true;                                             \
+				break;                                                   \
+			}                                                                \
+			paths = p_;                                                      \
+		}                                                                        \
+		if ((paths[n] = (expr)))                                                 \
+			n++;                                                             \
+	} while (0)
+	for (struct wsfile *f = ws->all; f; f = f->ws_next)
+		if (f->path && !f->dirty)
+			ADD_PATH(strdup(f->path));
+	for (size_t i = 0; i < ws->dirs.nb && !full; i++)
+		for (struct hlink *l = ws->dirs.b[i]; l && !full; l = l->next) {
+			struct wsdir *d = ws_container_of(l, struct wsdir, h);
+			if (!d->loaded || d->err)
 				continue;
-			if (n == cap) {
-				cap = cap ? cap * 2 : 64;
-				char **p = realloc(paths, cap * sizeof(*p));
-				if (!p)
-					break;
-				paths = p;
-			}
-			if (!(paths[n] = strdup(f->path)))
-				break;
-			n++;
+			for (size_t k = 0; k < d->n && !full; k++)
+				ADD_PATH(ws_join(d->path, d->ents[k].name));
 		}
-	}
+#undef ADD_PATH
 	pthread_mutex_unlock(&c->lock);
 	for (size_t i = 0; i < n; i++) {
 		ws_kernel_invalidate(ws, paths[i]);

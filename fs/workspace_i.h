@@ -104,6 +104,7 @@ struct wsfile {
 	uint64_t intent_gen; /* wgen the pending intent covers */
 	bool pending;	     /* a failed upload waits in the retry queue */
 	bool permanent;	     /* its last failure will not heal by retrying */
+	bool dir_synced;     /* the cache file's directory entry is durable */
 	int attempts;
 	uint64_t next_try_ms;
 	int last_err;

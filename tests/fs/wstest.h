@@ -147,7 +147,7 @@ struct membuf {
 	size_t n;
 };
 
-static size_t membuf_write(void *data, size_t size, size_t nmemb, void *user)
+static inline size_t membuf_write(void *data, size_t size, size_t nmemb, void *user)
 {
 	struct membuf *m = user;
 	size_t len = size * nmemb;
@@ -269,8 +269,8 @@ struct names {
 	int n;
 };
 
-static int names_fill(void *buf, const char *name, const struct stat *st, off_t off,
-		      enum fuse_fill_dir_flags flags)
+static inline int names_fill(void *buf, const char *name, const struct stat *st,
+			     off_t off, enum fuse_fill_dir_flags flags)
 {
 	struct names *nm = buf;
 	if (nm->n < 256)

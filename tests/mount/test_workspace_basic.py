@@ -1,0 +1,171 @@
+"""ID/workspace/ through the mount with ordinary shell tools (DESIGN.md §3).
+
+Every result is checked on the server side, through the contract (GET,
+listing) of the sandbox, never through the mount.
+"""
+import errno
+import os
+import subprocess
+
+import pytest
+
+from conftest import sandbox_url
+import mount
+import sbx
+
+sh = mount.sh
+
+
+@pytest.fixture
+def ws(sandbox):
+    return sandbox / "workspace"
+
+
+@pytest.fixture
+def url(orch, sandbox):
+    return sandbox_url(orch, "sbx1")
+
+
+def sget(url, path):
+    r = sbx.get(url, path)
+    return r.body if r.status == 200 else None
+
+
+def names(url, path=""):
+    r = sbx.list_dir(url, path)
+    assert r.status == 200, r.status
+    return sorted(e["name"] for e in r.json()["entries"])
+
+
+def test_echo_cat_append_truncate(ws, url):
+    p = sh(f"cd {ws} && echo hello > a.txt && echo more >> a.txt && cat a.txt")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "hello\nmore\n"
+    assert sget(url, "a.txt") == b"hello\nmore\n"
+    assert sh(f"truncate -s 3 {ws}/a.txt").returncode == 0
+    assert sget(url, "a.txt") == b"hel"
+    assert os.stat(ws / "a.txt").st_size == 3
+    assert sh(f"printf xy > {ws}/a.txt").returncode == 0
+    assert sget(url, "a.txt") == b"xy"
+    assert os.stat(ws / "a.txt").st_size == 2
+
+
+def test_server_side_change_after_command(ws, url, sandbox):
+    sbx.put(url, "s.txt", b"v1")
+    assert (ws / "s.txt").read_bytes() == b"v1"
+    p = sh(f"echo 'printf v2 > s.txt' > {sandbox}/ctl")
+    assert p.returncode == 0, p.stderr
+    assert (ws / "s.txt").read_bytes() == b"v2"
+    p = sh(f"echo 'printf longer-now > s.txt' > {sandbox}/ctl")
+    assert os.stat(ws / "s.txt").st_size == 10
+    assert (ws / "s.txt").read_bytes() == b"longer-now"
+
+
+def test_ls_l_costs_one_listing(ws, url):
+    for i in range(30):
+        sbx.put(url, f"d/f{i:02}", b"x" * i)
+    s0 = sbx.stats(url)
+    p = sh(f"ls -l {ws}/d && find {ws}/d -type f | wc -l && du -s {ws}/d")
+    assert p.returncode == 0, p.stderr
+    s1 = sbx.stats(url)
+    assert s1["lists"] - s0["lists"] <= 2  # d, and the root for its lookup
+    assert s1["gets"] - s0["gets"] == 0  # no file is read for metadata
+    assert "30\n" in p.stdout
+    assert os.stat(ws / "d" / "f07").st_size == 7
+
+
+def test_mkdir_rmdir_rename_unlink(ws, url):
+    os.mkdir(ws / "dir")
+    assert "dir" in names(url)
+    assert names(url, "dir") == []
+    (ws / "dir" / "f").write_text("f")
+    with pytest.raises(OSError) as e:
+        os.rmdir(ws / "dir")
+    assert e.value.errno == errno.ENOTEMPTY
+    os.rename(ws / "dir" / "f", ws / "g")
+    assert sget(url, "g") == b"f" and sget(url, "dir/f") is None
+    os.rmdir(ws / "dir")
+    assert "dir" not in names(url)
+    os.unlink(ws / "g")
+    assert sget(url, "g") is None
+    assert not (ws / "g").exists()
+
+
+def test_rename_directory(ws, url):
+    os.makedirs(ws / "t1" / "sub")
+    (ws / "t1" / "sub" / "x").write_text("x")
+    os.rename(ws / "t1", ws / "t2")
+    assert sget(url, "t2/sub/x") == b"x"
+    assert "t1" not in names(url)
+    assert (ws / "t2" / "sub" / "x").read_text() == "x"
+
+
+def test_open_file_survives_unlink_and_rename(ws, url):
+    with open(ws / "o.txt", "w+") as f:
+        f.write("abc")
+        f.flush()
+        os.fsync(f.fileno())
+        assert sget(url, "o.txt") == b"abc"
+        os.rename(ws / "o.txt", ws / "p.txt")
+        f.write("def")
+    assert sget(url, "p.txt") == b"abcdef"
+    assert sget(url, "o.txt") is None
+    with open(ws / "p.txt") as f:
+        os.unlink(ws / "p.txt")
+        assert f.read() == "abcdef"
+    assert sget(url, "p.txt") is None
+
+
+def test_chmod_reaches_the_sandbox_before_the_next_command(ws, sandbox):
+    (ws / "run.sh").write_text("#!/bin/sh\necho ran\n")
+    p = sh(f"chmod +x {ws}/run.sh && echo ./run.sh > {sandbox}/ctl && cat {sandbox}/stdout")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "ran\n"
+    assert os.stat(ws / "run.sh").st_mode & 0o777 == 0o755
+
+
+def test_names_and_machinery(ws, url, orch):
+    p = sh(f"touch {ws}/{'x' * 256}")
+    assert p.returncode != 0 and "File name too long" in p.stderr
+    p = sh(f"touch {ws}/$'bad\\x01name'")
+    assert p.returncode != 0
+    listing = os.listdir(ws)
+    for hidden in (".pool", ".sandbox-agent", ".pool-exec.fifo", ".pool-shim.log"):
+        assert hidden not in listing
+
+
+def test_df_and_stat(ws):
+    p = sh(f"df {ws} && stat -f -c %l {ws}")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().endswith("255")
+
+
+def test_no_stale_size_after_command_or_write(ws, url, sandbox):
+    sbx.put(url, "n.txt", b"ab")
+    assert os.stat(ws / "n.txt").st_size == 2  # known to the kernel, never read
+    p = sh(f"echo 'printf 0123456789 > n.txt' > {sandbox}/ctl && stat -c %s {ws}/n.txt "
+           f"&& cat {ws}/n.txt")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "10\n0123456789"
+    p = sh(f"printf abc >> {ws}/n.txt && stat -c %s {ws}/n.txt && ls -l {ws} | grep -c ' 13 '")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "13\n1\n"
+    assert sget(url, "n.txt") == b"0123456789abc"
+
+
+def test_rename_while_a_command_runs(ws, url, sandbox):
+    (ws / "x.txt").write_text("x")
+    os.mkdir(ws / "dd")
+    running = subprocess.Popen(["bash", "-c", f"echo 'sleep 3' > {sandbox}/ctl"])
+    try:
+        assert sbx.wait_for(lambda: mount.read(sandbox / "status") == "running\n", timeout=10)
+        os.rename(ws / "x.txt", ws / "y.txt")  # file: no command needed
+        assert sget(url, "y.txt") == b"x" and sget(url, "x.txt") is None
+        with pytest.raises(OSError) as e:  # directory: needs the seat
+            os.rename(ws / "dd", ws / "ee")
+        assert e.value.errno == errno.EBUSY
+        assert "dd" in names(url)
+    finally:
+        assert running.wait(30) == 0
+    os.rename(ws / "dd", ws / "ee")
+    assert "ee" in names(url) and "dd" not in names(url)
