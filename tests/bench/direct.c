@@ -9,6 +9,8 @@
  * microseconds (total time for the "-all" verbs: one number).
  *
  *   exec N CMD             N executes of CMD (keep-alive)
+ *   exec-thread N CMD      the same, each from a new thread (as sandboxfs
+ *                          runs each command)
  *   put FILE PATH          one PUT of a local file
  *   get PATH OUT           one GET of a file, streamed into the local file OUT
  *   put-all N SIZE DIR     N PUTs of SIZE bytes to DIR/f0000..; total time
@@ -19,6 +21,7 @@
  *                          prints the entry count too
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,6 +128,24 @@ static long walk(struct backend *b, const char *url, const char *path, struct ba
 	return count;
 }
 
+struct thread_exec {
+	struct backend *b;
+	const char *url, *command;
+	enum backend_status st;
+	struct backend_error e;
+};
+
+static void *exec_thread(void *arg)
+{
+	struct thread_exec *x = arg;
+	struct backend_exec_result r;
+
+	x->st = backend_execute(x->b, x->url, x->command, 60, &r, &x->e);
+	if (x->st == BACKEND_OK)
+		backend_exec_result_clear(&r);
+	return NULL;
+}
+
 static int run(struct backend *b, const char *url, int argc, char **argv)
 {
 	const char *verb = argv[0];
@@ -145,6 +166,26 @@ static int run(struct backend *b, const char *url, int argc, char **argv)
 			backend_exec_result_clear(&r);
 		}
 		print_times("exec", lat, n, b);
+		free(lat);
+		return 0;
+	}
+	if (strcmp(verb, "exec-thread") == 0 && argc == 3) {
+		long n = atol(argv[1]);
+		uint64_t *lat = calloc((size_t)n, sizeof(*lat));
+
+		for (long i = 0; i < n; i++) {
+			struct thread_exec x = {.b = b, .url = url, .command = argv[2]};
+			pthread_t tid;
+
+			t = now_us();
+			if (pthread_create(&tid, NULL, exec_thread, &x) != 0)
+				return perror("pthread_create"), 1;
+			pthread_join(tid, NULL);
+			if (x.st != BACKEND_OK)
+				return failed("execute", &x.e);
+			lat[i] = now_us() - t;
+		}
+		print_times("exec-thread", lat, n, b);
 		free(lat);
 		return 0;
 	}
