@@ -29,6 +29,27 @@ static enum backend_status refuse(struct backend *b, enum backend_op op,
 	return st;
 }
 
+/* Sets up a request on /files/PATH with the bounds of a file transfer
+ * (error answers only kept, stall limit); the caller adds its own. *p is
+ * the encoded path, the caller's to free. BACKEND_OK, or the refusal. */
+static enum backend_status files_req(struct backend *b, struct backend_req *r,
+				     const char *method, const char *url,
+				     const char *path, char **p,
+				     struct backend_error *err)
+{
+	bool invalid;
+
+	*p = backend_files_path(path, &invalid);
+	if (!*p)
+		return refuse(b, BACKEND_OP_FILE,
+			      invalid ? BACKEND_BAD_REQUEST : BACKEND_LOCAL, err,
+			      invalid ? "invalid path" : "out of memory");
+	req_init(r, BACKEND_OP_FILE, method, url, *p);
+	r->max_answer = b->cfg.max_json_bytes;
+	r->stall = true;
+	return BACKEND_OK;
+}
+
 static void set_ok(struct backend_error *err)
 {
 	backend_set_error(err, BACKEND_OK, 200, "ok");
@@ -86,7 +107,6 @@ enum backend_status backend_file_get(struct backend *b, const char *url, const c
 {
 	struct backend_req r;
 	enum backend_status st;
-	bool invalid;
 	char *p;
 
 	if (size_out)
@@ -94,15 +114,10 @@ enum backend_status backend_file_get(struct backend *b, const char *url, const c
 	if (fd < 0)
 		return refuse(b, BACKEND_OP_FILE, BACKEND_BAD_REQUEST, err,
 			      "bad descriptor");
-	p = backend_files_path(path, &invalid);
-	if (!p)
-		return refuse(b, BACKEND_OP_FILE,
-			      invalid ? BACKEND_BAD_REQUEST : BACKEND_LOCAL, err,
-			      invalid ? "invalid path" : "out of memory");
-	req_init(&r, BACKEND_OP_FILE, "GET", url, p);
-	r.get_fd = fd;
-	r.max_answer = b->cfg.max_json_bytes; /* only error answers kept */
-	r.stall = true;
+	st = files_req(b, &r, "GET", url, path, &p, err);
+	if (st != BACKEND_OK)
+		return st;
+	r.get_fd = fd; /* the body streams there, not into r.answer */
 	st = backend_http(b, &r, err);
 	if (size_out)
 		*size_out = r.fd_bytes;
@@ -118,7 +133,6 @@ enum backend_status backend_file_put(struct backend *b, const char *url, const c
 {
 	struct backend_req r;
 	enum backend_status st;
-	bool invalid;
 	char *p;
 
 	if (fd < 0)
@@ -127,16 +141,11 @@ enum backend_status backend_file_put(struct backend *b, const char *url, const c
 	if (!*path)
 		return refuse(b, BACKEND_OP_FILE, BACKEND_BAD_REQUEST, err,
 			      "cannot PUT the workspace root");
-	p = backend_files_path(path, &invalid);
-	if (!p)
-		return refuse(b, BACKEND_OP_FILE,
-			      invalid ? BACKEND_BAD_REQUEST : BACKEND_LOCAL, err,
-			      invalid ? "invalid path" : "out of memory");
-	req_init(&r, BACKEND_OP_FILE, "PUT", url, p);
+	st = files_req(b, &r, "PUT", url, path, &p, err);
+	if (st != BACKEND_OK)
+		return st;
 	r.put_fd = fd;
 	r.put_size = size;
-	r.max_answer = b->cfg.max_json_bytes;
-	r.stall = true;
 	st = backend_http(b, &r, err);
 	if (st == BACKEND_OK)
 		set_ok(err);
@@ -150,21 +159,15 @@ enum backend_status backend_file_delete(struct backend *b, const char *url,
 {
 	struct backend_req r;
 	enum backend_status st;
-	bool invalid;
 	char *p;
 
 	if (!*path)
 		return refuse(b, BACKEND_OP_FILE, BACKEND_BAD_REQUEST, err,
 			      "cannot DELETE the workspace root");
-	p = backend_files_path(path, &invalid);
-	if (!p)
-		return refuse(b, BACKEND_OP_FILE,
-			      invalid ? BACKEND_BAD_REQUEST : BACKEND_LOCAL, err,
-			      invalid ? "invalid path" : "out of memory");
-	req_init(&r, BACKEND_OP_FILE, "DELETE", url, p);
-	r.max_answer = b->cfg.max_json_bytes;
+	st = files_req(b, &r, "DELETE", url, path, &p, err);
+	if (st != BACKEND_OK)
+		return st;
 	r.timeout_ms = b->cfg.request_timeout_ms;
-	r.stall = true;
 	st = backend_http(b, &r, err);
 	if (st == BACKEND_OK)
 		set_ok(err);
@@ -178,19 +181,14 @@ enum backend_status backend_list(struct backend *b, const char *url, const char 
 {
 	struct backend_req r;
 	enum backend_status st;
-	bool invalid;
 	char *p;
 
 	memset(out, 0, sizeof(*out));
-	p = backend_files_path(path, &invalid);
-	if (!p)
-		return refuse(b, BACKEND_OP_FILE,
-			      invalid ? BACKEND_BAD_REQUEST : BACKEND_LOCAL, err,
-			      invalid ? "invalid path" : "out of memory");
-	req_init(&r, BACKEND_OP_FILE, "GET", url, p);
+	st = files_req(b, &r, "GET", url, path, &p, err);
+	if (st != BACKEND_OK)
+		return st;
 	r.max_answer = b->cfg.max_listing_bytes;
 	r.timeout_ms = b->cfg.request_timeout_ms;
-	r.stall = true;
 	st = backend_http(b, &r, err);
 	if (st == BACKEND_OK) {
 		st = backend_json_listing(r.answer, r.answer_len, out);
