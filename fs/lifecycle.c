@@ -74,9 +74,10 @@ int fs_orch_refresh(struct fs_mount *m, bool force)
 		m->list_errno = backend_errno(st, BACKEND_OP_SANDBOX);
 		snprintf(m->list_error, sizeof(m->list_error), "%s: %s",
 			 backend_status_name(st), err.message);
+		last = m->list_errno; /* read under the lock it is written under */
 		pthread_mutex_unlock(&m->lock);
 		pthread_mutex_unlock(&m->list_lock);
-		return m->list_errno;
+		return last;
 	}
 	m->list_errno = 0;
 	m->list_error[0] = '\0';
