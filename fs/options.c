@@ -5,10 +5,12 @@
 #include "options_i.h"
 #include "preflight_i.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fuse_lowlevel.h>
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +78,7 @@ static int fs_opt_proc(void *data, const char *arg, int key, struct fuse_args *o
 	}
 }
 
-/* "1G", "512M", "4096" -> bytes; 0 on error. */
+/* "1G", "512M", "4096" -> bytes; 0 on error (a size that overflows too). */
 static uint64_t fs_parse_size(const char *s)
 {
 	char *end;
@@ -84,30 +86,14 @@ static uint64_t fs_parse_size(const char *s)
 	unsigned long long v = strtoull(s, &end, 10);
 	if (errno || end == s)
 		return 0;
-	switch (*end) {
-	case 'k':
-	case 'K':
-		v <<= 10;
+	static const char units[] = "KMGT";
+	const char *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+	unsigned int shift = u ? 10 * (unsigned int)(u - units + 1) : 0;
+	if (u)
 		end++;
-		break;
-	case 'm':
-	case 'M':
-		v <<= 20;
-		end++;
-		break;
-	case 'g':
-	case 'G':
-		v <<= 30;
-		end++;
-		break;
-	case 't':
-	case 'T':
-		v <<= 40;
-		end++;
-		break;
-	default:
-		break;
-	}
+	if (v > (UINT64_MAX >> shift))
+		return 0;
+	v <<= shift;
 	if (*end == 'i' || *end == 'B')
 		end++;
 	if (*end == 'B')

@@ -230,7 +230,7 @@ int upload_locked(struct wsfile *f)
 			dir_upsert(ws, path, size, false,
 				   m && m->has_times ? NULL : &f->mtime);
 			/* A PUT may have replaced the file: apply its mode again. */
-			if (m && m->has_mode && m->mode != 0644)
+			if (m && m->has_mode && m->mode != WS_FILE_MODE)
 				m->mode_queued = true;
 		}
 		pthread_mutex_unlock(&c->lock);

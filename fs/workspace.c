@@ -240,24 +240,6 @@ void meta_drop(struct workspace *ws, const char *path)
 		meta_free(ws, m);
 }
 
-/* Moves the metadata of the file from to to (replacing to's). */
-void meta_move_file(struct workspace *ws, const char *from, const char *to)
-{
-	meta_drop(ws, to);
-	struct wsmeta *m = meta_get(ws, from, false);
-	char *np = m ? strdup(to) : NULL;
-	if (!np)
-		return;
-	htab_del(&ws->metas, &m->h);
-	free(m->path);
-	m->path = np;
-	m->h.key = np;
-	/* A file put at a new name has the server's default mode. */
-	if (m->has_mode)
-		m->mode_queued = true;
-	htab_add(&ws->metas, &m->h);
-}
-
 /* Moves the metadata of from, and of everything below it, to to. */
 void meta_move(struct workspace *ws, const char *from, const char *to)
 {
