@@ -150,7 +150,7 @@ int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st,
 		pthread_mutex_unlock(&c->lock);
 		return 0;
 	}
-	int rc = ws_check_path(rel);
+	int rc = ws_check(ws, rel);
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&c->lock);
@@ -167,7 +167,7 @@ int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st,
 int workspace_readdir(struct workspace *ws, const char *rel, void *buf,
 		      fuse_fill_dir_t filler, enum fuse_readdir_flags flags)
 {
-	int rc = ws_check_path(rel);
+	int rc = ws_check(ws, rel);
 	if (rc < 0)
 		return rc;
 	struct wscache *c = ws->c;

@@ -70,6 +70,8 @@ static void test_listing(struct workspace *ws)
 	/* Negative lookups come from the same listing. */
 	CHECK_EQ(workspace_getattr(ws, "missing", &st, NULL), -ENOENT);
 	CHECK_EQ(workspace_getattr(ws, ".sandbox-agent", &st, NULL), -ENOENT);
+	CHECK_EQ(workspace_getattr(ws, ".pool/x", &st, NULL), -ENOENT);
+	CHECK_EQ(workspace_readdir(ws, ".pool", &nm, names_fill, 0), -ENOENT);
 	CHECK_EQ(srv_stat(&S, "lists") - lists0, 1);
 
 	/* One more listing for the subdirectory, however many lookups. */
