@@ -182,7 +182,12 @@ def crash_rounds(tmp_path, orch, rounds):
         except mount.MountError as e:
             raise AssertionError(f"round {rd}: the journal did not replay: {e}")
         try:
-            # Before the next crash: everything acknowledged so far is there.
+            # Before the next crash: everything acknowledged so far is there
+            # (an empty create's close journals its intent and the PUT
+            # follows at release: after a crash, the remount's retry).
+            assert sbx.wait_for(lambda: "pending" not in mount.read(
+                m.path(".sandboxfs", "health")), timeout=30, interval=0.2), \
+                mount.read(m.path(".sandboxfs", "health"))
             got = server_hashes(url, acked_files)
             lost = [n for n, h in acked_files.items() if got.get(n) != h]
             assert not lost, f"round {rd} (seed {SEED}): acknowledged files lost: " + \
