@@ -175,7 +175,7 @@ static void keep_time_of_file(struct workspace *ws, struct wsdir *d, struct wsen
 	e->seen = f->mtime;
 }
 
-int dir_load(struct workspace *ws, const char *path, struct wsdir **out)
+static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **out)
 {
 	struct wscache *c = ws->c;
 	struct wsdir *d;
@@ -201,6 +201,7 @@ int dir_load(struct workspace *ws, const char *path, struct wsdir **out)
 		return -ENOTCONN;
 	}
 	d->fetching = true;
+	d->raced = false;
 	uint64_t epoch = ws->epoch;
 	char *url = strdup(ws->url);
 	pthread_mutex_unlock(&c->lock);
@@ -304,10 +305,22 @@ int dir_load(struct workspace *ws, const char *path, struct wsdir **out)
 		}
 	}
 	backend_listing_clear(&l);
-	d->fetched_ms = ws_now_ms();
+	/* An upload or delete here that finished during the fetch may be
+	 * missing from (or still in) the answer: not fresh then. */
+	d->fetched_ms = d->raced ? 0 : ws_now_ms();
 	d->epoch = epoch;
 	*out = d;
 	return rc;
+}
+
+int dir_load(struct workspace *ws, const char *path, struct wsdir **out)
+{
+	int rc;
+	for (int i = 0;; i++) {
+		rc = dir_load_once(ws, path, out);
+		if (rc != 0 || !*out || !(*out)->raced || i == 3)
+			return rc;
+	}
 }
 
 void dir_upsert(struct workspace *ws, const char *path, uint64_t size, bool is_dir,
@@ -318,8 +331,10 @@ void dir_upsert(struct workspace *ws, const char *path, uint64_t size, bool is_d
 	if (!parent)
 		return;
 	struct wsdir *d = dir_cached(ws, parent);
-	if (d && d->fetching)
+	if (d && d->fetching) {
 		d->fetched_ms = 0;
+		d->raced = true;
+	}
 	if (d && d->loaded) {
 		if (d->err) {
 			d->fetched_ms = 0;
@@ -358,8 +373,10 @@ void dir_remove(struct workspace *ws, const char *path)
 	if (!parent)
 		return;
 	struct wsdir *d = dir_cached(ws, parent);
-	if (d && d->fetching)
+	if (d && d->fetching) {
 		d->fetched_ms = 0;
+		d->raced = true;
+	}
 	struct wsentry *e = dir_find(d, name);
 	if (e) {
 		size_t i = (size_t)(e - d->ents);

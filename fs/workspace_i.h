@@ -68,6 +68,7 @@ struct wsdir {
 	int err;	     /* 0, or -errno the last fetch gave (cached too) */
 	bool loaded;	     /* ents/err hold a fetch result */
 	bool fetching;	     /* a thread is fetching it; others wait */
+	bool raced;	     /* changed here while fetching: fetch again */
 	uint64_t fetched_ms; /* monotonic; 0 = stale */
 	uint64_t epoch;	     /* ws->epoch at the fetch */
 };

@@ -152,6 +152,16 @@ def server_hashes(url, names):
     return got
 
 
+def diagnose(m, name, logs):
+    """What the journal and the daemons said about a file."""
+    p = subprocess.run([str(mount.sandboxfs_binary()), "--dump-journal", str(m.state)],
+                       capture_output=True, text=True, timeout=30)
+    j = [line for line in p.stdout.splitlines() if name in line]
+    said = [line for out in logs + [m.output()] for line in out.splitlines()
+            if "lost" in line or "missing" in line or "abandon" in line]
+    return "journal:\n" + "\n".join(j[-10:]) + "\ndaemon:\n" + "\n".join(said[-10:])
+
+
 def crash_rounds(tmp_path, orch, rounds):
     rnd = random.Random(SEED)
     opts = ["journal_max=8K", "listing_ttl=200"]
@@ -172,12 +182,17 @@ def crash_rounds(tmp_path, orch, rounds):
         except mount.MountError as e:
             raise AssertionError(f"round {rd}: the journal did not replay: {e}")
         try:
-            # Before the next crash: everything acknowledged so far is there.
+            # Before the next crash: everything acknowledged so far is there
+            # (an empty create's close journals its intent and the PUT
+            # follows at release: after a crash, the remount's retry).
+            assert sbx.wait_for(lambda: "pending" not in mount.read(
+                m.path(".sandboxfs", "health")), timeout=30, interval=0.2), \
+                mount.read(m.path(".sandboxfs", "health"))
             got = server_hashes(url, acked_files)
             lost = [n for n, h in acked_files.items() if got.get(n) != h]
             assert not lost, f"round {rd} (seed {SEED}): acknowledged files lost: " + \
                 ", ".join(f"{n} (want {acked_files[n][:8]}, server {got.get(n, 'none')[:8]})"
-                          for n in lost[:5])
+                          for n in lost[:5]) + "\n" + diagnose(m, lost[0], logs)
             w = Workload(m, url, rnd, f"r{rd}")
             # sometimes the uploads fail for a while: pending at the crash
             faulty = rnd.random() < 0.3

@@ -13,6 +13,8 @@ import os
 import subprocess
 import time
 
+import pytest
+
 import faultlib as fl
 from faultlib import Timer, ctl, sandbox_url, write_file
 import mount
@@ -294,3 +296,20 @@ def test_server_stops_and_comes_back_on_the_same_port(mounts):
     assert ctl(d / "ctl", "echo back")[0] == 0
     assert mount.read(d / "stdout") == "back\n"
     assert fl.executed(orch, "sbx1") == ["echo back"]
+
+
+@pytest.mark.long
+@pytest.mark.timeout_s(180)
+def test_an_answer_that_never_comes_ends_at_timeout_plus_grace(mounts):
+    """timeout=1 and an execute answer delayed 60 s: the write returns EIO
+    after timeoutSeconds + the 30 s grace, never later; not resent."""
+    m, d, url = start(mounts)
+    with open(d / "timeout", "w") as f:
+        f.write("1\n")
+    sbx.set_faults(url, delay_ms=60000, routes="execute")
+    err, secs = fl.bounded(lambda: ctl(d / "ctl", "echo slow"), 50, "ctl write")
+    assert err == errno.EIO, fl.errname(err)
+    assert 30 <= secs < 40, secs
+    assert mount.read(d / "status") == "unknown\n"
+    sbx.set_faults(url)
+    assert fl.executed(mounts.orch, "sbx1") == ["echo slow"]
