@@ -25,6 +25,8 @@ PACKAGES=(
 	ed
 	# the workspace's mounted tests run real programs through the mount
 	vim git rsync fio tar
+	# the reliability tests: a TLS peer, another user, a leak check
+	openssl util-linux valgrind
 )
 
 need_root() {

@@ -37,6 +37,14 @@ static int fs_journal(struct fs_mount *m, const struct journal_record *r)
 	return rc;
 }
 
+/* Ends the create, delete or reconcile that set sb->lifecycle_busy. */
+static void fs_unclaim(struct fs_mount *m, struct fs_sandbox *sb)
+{
+	pthread_mutex_lock(&m->lock);
+	sb->lifecycle_busy = false;
+	pthread_mutex_unlock(&m->lock);
+}
+
 int fs_orch_refresh(struct fs_mount *m, bool force)
 {
 	if (!m->have_orch)
@@ -74,9 +82,10 @@ int fs_orch_refresh(struct fs_mount *m, bool force)
 		m->list_errno = backend_errno(st, BACKEND_OP_SANDBOX);
 		snprintf(m->list_error, sizeof(m->list_error), "%s: %s",
 			 backend_status_name(st), err.message);
+		last = m->list_errno; /* read under the lock it is written under */
 		pthread_mutex_unlock(&m->lock);
 		pthread_mutex_unlock(&m->list_lock);
-		return m->list_errno;
+		return last;
 	}
 	m->list_errno = 0;
 	m->list_error[0] = '\0';
@@ -262,9 +271,7 @@ void fs_reconcile_creates(struct fs_mount *m)
 		if (!todo)
 			continue;
 		fs_reconcile_one(m, sb);
-		pthread_mutex_lock(&m->lock);
-		sb->lifecycle_busy = false;
-		pthread_mutex_unlock(&m->lock);
+		fs_unclaim(m, sb);
 	}
 }
 
@@ -373,9 +380,7 @@ int fs_sandbox_create(struct fs_mount *m, const char *id, const char *pool,
 		pthread_mutex_unlock(&m->lock);
 	}
 	backend_sandbox_clear(&s);
-	pthread_mutex_lock(&m->lock);
-	sb->lifecycle_busy = false;
-	pthread_mutex_unlock(&m->lock);
+	fs_unclaim(m, sb);
 	if (res < 0)
 		atomic_fetch_add(&m->n.create_failures, 1);
 	if (res == -EEXIST)
@@ -445,23 +450,16 @@ int fs_sandbox_remove(struct fs_mount *m, const char *id)
 		return -EBUSY;
 	}
 	bool attached = sb->attached;
-	sb->lifecycle_busy = true;
+	if (!attached && m->have_orch)
+		sb->lifecycle_busy = true;
 	pthread_mutex_unlock(&m->lock);
 
-	int rc;
-	if (attached) {
-		pthread_mutex_lock(&m->lock);
-		sb->lifecycle_busy = false;
-		pthread_mutex_unlock(&m->lock);
-		return fs_sandbox_detach(m, id);
-	}
+	if (attached)
+		return fs_sandbox_detach(m, id); /* never deleted: not ours */
 	if (!m->have_orch)
-		rc = -EPERM;
-	else
-		rc = fs_delete_owned(m, sb);
-	pthread_mutex_lock(&m->lock);
-	sb->lifecycle_busy = false;
-	pthread_mutex_unlock(&m->lock);
+		return -EPERM;
+	int rc = fs_delete_owned(m, sb);
+	fs_unclaim(m, sb);
 	return rc;
 }
 
@@ -576,9 +574,7 @@ int fs_recover(struct fs_mount *m, FILE *report)
 				rc == 0 ? "deleted" : strerror(-rc));
 		if (rc < 0)
 			failures++;
-		pthread_mutex_lock(&m->lock);
-		sb->lifecycle_busy = false;
-		pthread_mutex_unlock(&m->lock);
+		fs_unclaim(m, sb);
 	}
 	return failures ? -EIO : 0;
 }

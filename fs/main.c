@@ -295,6 +295,8 @@ int main(int argc, char *argv[])
 	journal_options_defaults(&jo);
 	jo.dir = m->state_dir;
 	jo.max_runs = (size_t)m->opt.max_runs;
+	if (m->opt.journal_max_bytes)
+		jo.compact_bytes = m->opt.journal_max_bytes;
 	jo.repair = m->opt.repair_journal != 0;
 	int rc = journal_open(&jo, &m->journal, &m->jreport);
 	if (rc < 0) {

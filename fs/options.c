@@ -5,10 +5,12 @@
 #include "options_i.h"
 #include "preflight_i.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fuse_lowlevel.h>
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,7 @@ static const struct fuse_opt fs_opt_table[] = {
     OPT("server=%s", server, 0), OPT("timeout=%d", timeout, 0),
     OPT("listing_ttl=%d", listing_ttl_ms, 0), OPT("attr_timeout=%lf", attr_timeout, 0),
     OPT("cache_max=%s", cache_max, 0), OPT("max_runs=%d", max_runs, 0),
+    OPT("journal_max=%s", journal_max, 0),
     OPT("max_threads=%d", max_threads, 0), OPT("show_machinery", show_machinery, 1),
     OPT("no_auto_unmount", no_auto_unmount, 1), OPT("repair_journal", repair_journal, 1),
     OPT("--local", local, 1), OPT("local", local, 1), OPT("nonempty", nonempty, 1),
@@ -75,7 +78,7 @@ static int fs_opt_proc(void *data, const char *arg, int key, struct fuse_args *o
 	}
 }
 
-/* "1G", "512M", "4096" -> bytes; 0 on error. */
+/* "1G", "512M", "4096" -> bytes; 0 on error (a size that overflows too). */
 static uint64_t fs_parse_size(const char *s)
 {
 	char *end;
@@ -83,30 +86,14 @@ static uint64_t fs_parse_size(const char *s)
 	unsigned long long v = strtoull(s, &end, 10);
 	if (errno || end == s)
 		return 0;
-	switch (*end) {
-	case 'k':
-	case 'K':
-		v <<= 10;
+	static const char units[] = "KMGT";
+	const char *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+	unsigned int shift = u ? 10 * (unsigned int)(u - units + 1) : 0;
+	if (u)
 		end++;
-		break;
-	case 'm':
-	case 'M':
-		v <<= 20;
-		end++;
-		break;
-	case 'g':
-	case 'G':
-		v <<= 30;
-		end++;
-		break;
-	case 't':
-	case 'T':
-		v <<= 40;
-		end++;
-		break;
-	default:
-		break;
-	}
+	if (v > (UINT64_MAX >> shift))
+		return 0;
+	v <<= shift;
 	if (*end == 'i' || *end == 'B')
 		end++;
 	if (*end == 'B')
@@ -180,6 +167,14 @@ int fs_options_parse(struct fuse_args *args, struct fs_options *o)
 		fprintf(stderr, "sandboxfs: cache_max: not a size: %s\n", o->cache_max);
 		return -1;
 	}
+	if (o->journal_max) {
+		o->journal_max_bytes = fs_parse_size(o->journal_max);
+		if (o->journal_max_bytes < 4096) {
+			fprintf(stderr, "sandboxfs: journal_max: a size of at least 4K: %s\n",
+				o->journal_max);
+			return -1;
+		}
+	}
 	if (o->timeout < 0 || o->timeout > 86400) {
 		fprintf(stderr, "sandboxfs: timeout must be 0..86400 seconds\n");
 		return -1;
@@ -234,6 +229,7 @@ void fs_options_help(const char *prog)
 	    "                           at every use (1)\n"
 	    "    -o cache_max=SIZE      bound of the workspace file cache (1G)\n"
 	    "    -o max_runs=N          command history kept per sandbox in runs/ (100)\n"
+	    "    -o journal_max=SIZE    compact the journal past this size (16M)\n"
 	    "    -o max_threads=N       FUSE worker threads; waiting readers hold one "
 	    "(64)\n"
 	    "    -o show_machinery      show the orchestrator's files in workspace/ "
@@ -275,6 +271,7 @@ void fs_options_free(struct fs_options *o)
 	free(o->state);
 	free(o->server);
 	free(o->cache_max);
+	free(o->journal_max);
 	free(o->dump_journal);
 	free(o->mountpoint);
 	free(o->source);

@@ -240,24 +240,6 @@ void meta_drop(struct workspace *ws, const char *path)
 		meta_free(ws, m);
 }
 
-/* Moves the metadata of the file from to to (replacing to's). */
-void meta_move_file(struct workspace *ws, const char *from, const char *to)
-{
-	meta_drop(ws, to);
-	struct wsmeta *m = meta_get(ws, from, false);
-	char *np = m ? strdup(to) : NULL;
-	if (!np)
-		return;
-	htab_del(&ws->metas, &m->h);
-	free(m->path);
-	m->path = np;
-	m->h.key = np;
-	/* A file put at a new name has the server's default mode. */
-	if (m->has_mode)
-		m->mode_queued = true;
-	htab_add(&ws->metas, &m->h);
-}
-
 /* Moves the metadata of from, and of everything below it, to to. */
 void meta_move(struct workspace *ws, const char *from, const char *to)
 {
@@ -634,7 +616,18 @@ static int raw_append(char **buf, size_t *len, size_t *cap, const char *s)
 	return 0;
 }
 
-#define MODE_BATCH_BYTES (256 * 1024)
+/* The batch runs as "sh -c CMD": Linux refuses (E2BIG) any single exec
+ * argument over MAX_ARG_STRLEN, 128 KiB, so a batch stays well under it,
+ * counted as quoted. */
+#define MODE_BATCH_BYTES (96 * 1024)
+
+static size_t quoted_len(const char *s)
+{
+	size_t n = 3; /* space and two quotes */
+	for (; *s; s++)
+		n += *s == '\'' ? 4 : 1;
+	return n;
+}
 
 int workspace_before_command(struct workspace *ws)
 {
@@ -671,7 +664,7 @@ int workspace_before_command(struct workspace *ws)
 					batch = p;
 				}
 				batch[n++] = m;
-				bytes += strlen(m->path) + 8;
+				bytes += quoted_len(m->path) + 1;
 			}
 		if (n == 0) {
 			pthread_mutex_unlock(&c->lock);

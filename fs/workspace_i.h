@@ -23,6 +23,12 @@
  * never shown in listings. */
 #define WS_PLACEHOLDER ".sandboxfs-mkdir"
 
+/* The modes shown for files and directories whose mode was never set
+ * here: the contract reports none, and a PUT creates files with the
+ * server's default. */
+#define WS_FILE_MODE 0644
+#define WS_DIR_MODE  0755
+
 /* --- a small string-keyed hash table (intrusive) -------------------------*/
 
 struct hlink {
@@ -189,6 +195,8 @@ void dir_upsert(struct workspace *ws, const char *path, uint64_t size, bool is_d
 /* path is a new directory: its listing is known to be empty. */
 void dir_set_empty(struct workspace *ws, const char *path);
 void dir_remove(struct workspace *ws, const char *path);
+/* Marks path's cached listing stale; dir_drop: path's and every one below. */
+void dir_stale(struct workspace *ws, const char *path);
 void dir_drop(struct workspace *ws, const char *path);
 void dir_stale_all(struct workspace *ws);
 void dir_free_all(struct workspace *ws);
@@ -197,8 +205,8 @@ bool ws_machinery(const struct workspace *ws, const char *dir, const char *name)
 /* metadata (workspace.c, c->lock held) */
 struct wsmeta *meta_get(struct workspace *ws, const char *path, bool create);
 void meta_drop(struct workspace *ws, const char *path);
+/* Moves the metadata of from (a file or a tree) to to, replacing to's. */
 void meta_move(struct workspace *ws, const char *from, const char *to);
-void meta_move_file(struct workspace *ws, const char *from, const char *to);
 
 /* cache.c (c->lock held unless said otherwise) */
 struct wsfile *file_find(struct workspace *ws, const char *path);
@@ -220,6 +228,9 @@ int cache_truncate(struct wsfile *f, uint64_t size);
 
 /* upload.c: f->mx held, c->lock not held */
 int upload_locked(struct wsfile *f);
+/* Journals the intent of f's dirty content without uploading it (the PUT
+ * comes later), so a crash before the PUT cannot lose it. f->mx held. */
+int upload_intent_locked(struct wsfile *f);
 void upload_supersede(struct wscache *c, const char *sandbox, uint64_t id);
 void upload_schedule(struct wsfile *f, int err); /* c->lock held */
 void *upload_thread(void *arg);

@@ -14,37 +14,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "../lib/check.h"
 #include "journal_i.h"
-
-static int jt_failures;
-static int jt_checks;
-
-#define CHECK(cond)                                                                      \
-	do {                                                                             \
-		jt_checks++;                                                             \
-		if (!(cond)) {                                                           \
-			jt_failures++;                                                   \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, \
-				#cond);                                                  \
-		}                                                                        \
-	} while (0)
-
-#define CHECK_EQ_INT(a, b)                                                               \
-	do {                                                                             \
-		long long va_ = (long long)(a), vb_ = (long long)(b);                    \
-		jt_checks++;                                                             \
-		if (va_ != vb_) {                                                        \
-			jt_failures++;                                                   \
-			fprintf(stderr, "%s:%d: %s == %lld, expected %s == %lld\n",      \
-				__FILE__, __LINE__, #a, va_, #b, vb_);                   \
-		}                                                                        \
-	} while (0)
-
-static inline int jt_finish(const char *name)
-{
-	printf("%s: %d checks, %d failed\n", name, jt_checks, jt_failures);
-	return jt_failures ? 1 : 0;
-}
 
 static int jt_rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 {
