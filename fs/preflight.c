@@ -90,6 +90,12 @@ int fs_preflight_mountpoint(const char *path, bool nonempty)
 	if (nonempty)
 		return 0;
 	int rc = fs_dir_is_empty(path);
+	if (rc == -ENOTCONN) {
+		fs_preflight_fail("mountpoint %s is a dead FUSE mount: unmount it "
+				  "first (fusermount3 -u %s)",
+				  path, path);
+		return -1;
+	}
 	if (rc < 0) {
 		fs_preflight_fail("mountpoint %s: %s: mount on a directory you can "
 				  "read",

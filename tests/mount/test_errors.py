@@ -130,3 +130,22 @@ def test_mounting_twice(tmp_path, orch):
         assert "already a mount point" in out and f"fusermount3 -u {m.mnt}" in out, out
         assert os.listdir(m.mnt) == [".sandboxfs"]  # the first mount is untouched
     m.check_log()
+
+
+def test_dead_mount_left_by_a_crash(tmp_path, orch):
+    m = mount.Mount(tmp_path, server=orch, opts=["no_auto_unmount"]).start()
+    try:
+        m.proc.kill()  # no auto_unmount: the mount stays, dead
+        m.proc.wait(10)
+        m.proc = None
+        again = mount.Mount(tmp_path / "again", server=orch, mountpoint=m.mnt)
+        (tmp_path / "again").mkdir()
+        p = subprocess.run(again.command(), capture_output=True, text=True, timeout=20)
+        out = p.stdout + p.stderr
+        assert p.returncode != 0 and len(out.strip().splitlines()) == 1, out
+        assert "dead FUSE mount" in out and f"fusermount3 -u {m.mnt}" in out, out
+    finally:
+        subprocess.run([mount.FUSERMOUNT, "-u", "-z", str(m.mnt)], capture_output=True,
+                       timeout=20)
+        m.stop()
+    assert not mount.is_mounted(m.mnt)
