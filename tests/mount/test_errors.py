@@ -149,3 +149,20 @@ def test_dead_mount_left_by_a_crash(tmp_path, orch):
                        timeout=20)
         m.stop()
     assert not mount.is_mounted(m.mnt)
+
+
+def test_source_argument_usage(tmp_path):
+    """SOURCE (what mount.fuse3 passes first): an orchestrator given twice,
+    or a third positional argument, is a usage error of one line."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    sfs = str(mount.sandboxfs_binary())
+    for argv, words in (
+            ([sfs, "http://127.0.0.1:1", str(mnt), "-o", "orchestrator=http://127.0.0.1:2"],
+             ("both name an orchestrator",)),
+            ([sfs, "local", str(mnt), str(mnt)], ("unexpected argument", "[SOURCE] MOUNTPOINT"))):
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        for w in words:
+            assert w in p.stderr, p.stderr
+        assert not mount.is_mounted(mnt)
