@@ -80,9 +80,9 @@ int fs_preflight_mountpoint(const char *path, bool nonempty)
 		return 0;
 	int rc = fs_dir_is_empty(path);
 	if (rc == -ENOTCONN) {
-		fs_preflight_fail("mountpoint %s is a dead FUSE mount: unmount it "
-				  "first (fusermount3 -u %s)",
-				  path, path);
+		fs_log("mountpoint %s is a dead FUSE mount: unmount it first "
+		       "(fusermount3 -u %s)",
+		       path, path);
 		return -1;
 	}
 	if (rc < 0) {
