@@ -74,7 +74,7 @@ static int fs_opt_proc(void *data, const char *arg, int key, struct fuse_args *o
 		o->mountpoint = strdup(arg);
 		return o->mountpoint ? 0 : -1;
 	default:
-		return 1; /* keep: libfuse's options and the mountpoint */
+		return 1; /* keep: libfuse's options */
 	}
 }
 

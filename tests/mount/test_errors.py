@@ -130,3 +130,39 @@ def test_mounting_twice(tmp_path, orch):
         assert "already a mount point" in out and f"fusermount3 -u {m.mnt}" in out, out
         assert os.listdir(m.mnt) == [".sandboxfs"]  # the first mount is untouched
     m.check_log()
+
+
+def test_dead_mount_left_by_a_crash(tmp_path, orch):
+    m = mount.Mount(tmp_path, server=orch, opts=["no_auto_unmount"]).start()
+    try:
+        m.proc.kill()  # no auto_unmount: the mount stays, dead
+        m.proc.wait(10)
+        m.proc = None
+        again = mount.Mount(tmp_path / "again", server=orch, mountpoint=m.mnt)
+        (tmp_path / "again").mkdir()
+        p = subprocess.run(again.command(), capture_output=True, text=True, timeout=20)
+        out = p.stdout + p.stderr
+        assert p.returncode != 0 and len(out.strip().splitlines()) == 1, out
+        assert "dead FUSE mount" in out and f"fusermount3 -u {m.mnt}" in out, out
+    finally:
+        subprocess.run([mount.FUSERMOUNT, "-u", "-z", str(m.mnt)], capture_output=True,
+                       timeout=20)
+        m.stop()
+    assert not mount.is_mounted(m.mnt)
+
+
+def test_source_argument_usage(tmp_path):
+    """SOURCE (what mount.fuse3 passes first): an orchestrator given twice,
+    or a third positional argument, is a usage error of one line."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    sfs = str(mount.sandboxfs_binary())
+    for argv, words in (
+            ([sfs, "http://127.0.0.1:1", str(mnt), "-o", "orchestrator=http://127.0.0.1:2"],
+             ("both name an orchestrator",)),
+            ([sfs, "local", str(mnt), str(mnt)], ("unexpected argument", "[SOURCE] MOUNTPOINT"))):
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        for w in words:
+            assert w in p.stderr, p.stderr
+        assert not mount.is_mounted(mnt)
