@@ -356,6 +356,9 @@ static enum backend_status classify(struct xfer *x, CURLcode rc, struct backend_
 		case CURLE_OUT_OF_MEMORY:
 			backend_set_error(err, BACKEND_LOCAL, 0, "out of memory");
 			return BACKEND_LOCAL;
+		case CURLE_URL_MALFORMAT:
+			backend_set_error(err, BACKEND_BAD_REQUEST, 0, "malformed URL");
+			return BACKEND_BAD_REQUEST;
 		default:
 			what = curl_easy_strerror(rc);
 			break;

@@ -7,6 +7,7 @@
  */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -17,11 +18,22 @@
 /* 2^53: the largest range in which a double holds every integer. */
 #define JSON_MAX_INT 9007199254740992.0
 
+/* cJSON's parser writes a process-wide error position (for
+ * cJSON_GetErrorPtr) on every call, so two threads parsing at once race on
+ * it (Helgrind shows it). Parsing is serialised; walking the trees is not,
+ * and no network call is ever made under this lock. */
+static pthread_mutex_t parse_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static cJSON *parse(const char *buf, size_t len)
 {
+	cJSON *root;
+
 	if (!buf || len == 0)
 		return NULL;
-	return cJSON_ParseWithLength(buf, len);
+	pthread_mutex_lock(&parse_lock);
+	root = cJSON_ParseWithLength(buf, len);
+	pthread_mutex_unlock(&parse_lock);
+	return root;
 }
 
 /* Reads an integral number in [lo, hi]; false otherwise. */

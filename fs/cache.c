@@ -80,6 +80,9 @@ struct wsfile *file_new(struct workspace *ws, const char *path, const char *adop
 	f->ws = ws;
 	f->epoch = ws->epoch;
 	clock_gettime(CLOCK_REALTIME, &f->mtime);
+	struct wsfile *old = file_find(ws, path);
+	if (old && !old->dirty && !old->pending)
+		file_detach(old); /* a stale copy under the same name */
 	f->h.key = f->path;
 	htab_add(&ws->files, &f->h);
 	f->ws_next = ws->all;

@@ -214,10 +214,10 @@ static void fs_invalidate_results(struct fs_mount *m, struct fs_sandbox *sb)
 static void fs_invalidate_workspace(struct fs_mount *m, struct fs_sandbox *sb,
 				    struct workspace *ws)
 {
-#ifdef SANDBOXFS_HAVE_WORKSPACE
+	if (atomic_load(&m->stopping))
+		return;
 	if (ws)
 		workspace_invalidate(ws);
-#endif
 	if (!m->fuse || atomic_load(&m->stopping))
 		return;
 	char path[512];
@@ -357,8 +357,69 @@ static void *fs_job_main(void *arg)
 	fs_job_finish(job, st, &res, &err);
 	backend_exec_result_clear(&res);
 	fs_job_put(job);
+	pthread_mutex_lock(&m->lock);
+	for (size_t i = 0; i < m->nwk; i++)
+		if (pthread_equal(m->wk[i].tid, pthread_self()))
+			m->wk[i].finished = true;
+	pthread_mutex_unlock(&m->lock);
 	atomic_fetch_sub(&m->workers, 1);
 	return NULL;
+}
+
+/* Joins the command threads that have finished. */
+static void fs_workers_reap(struct fs_mount *m)
+{
+	pthread_t done[64];
+	size_t n = 0;
+	pthread_mutex_lock(&m->lock);
+	for (size_t i = 0; i < m->nwk && n < 64;) {
+		if (m->wk[i].finished) {
+			done[n++] = m->wk[i].tid;
+			m->wk[i] = m->wk[--m->nwk];
+		} else {
+			i++;
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+	for (size_t i = 0; i < n; i++)
+		pthread_join(done[i], NULL);
+}
+
+/* Starts a command thread, registered for joining. */
+static int fs_worker_start(struct fs_mount *m, struct fs_job *job)
+{
+	fs_workers_reap(m);
+	/* the worker must not take the signals meant for FUSE threads */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	pthread_mutex_lock(&m->lock);
+	int rc = -ENOMEM;
+	if (m->nwk == m->capwk) {
+		size_t cap = m->capwk ? m->capwk * 2 : 16;
+		struct fs_worker *n = realloc(m->wk, cap * sizeof(*n));
+		if (n) {
+			m->wk = n;
+			m->capwk = cap;
+		}
+	}
+	if (m->nwk < m->capwk) {
+		pthread_t tid;
+		atomic_fetch_add(&m->workers, 1);
+		rc = -pthread_create(&tid, NULL, fs_job_main, job);
+		if (rc == 0) {
+			/* registered before the thread can look for itself:
+			 * it takes the lock to mark itself finished */
+			m->wk[m->nwk].tid = tid;
+			m->wk[m->nwk].finished = false;
+			m->nwk++;
+		} else {
+			atomic_fetch_sub(&m->workers, 1);
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
 }
 
 /* Marks a run that never reached the wire as failed and frees the seat. */
@@ -407,13 +468,12 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 		sb->busy = true;
 		sb->busy_seq = 0; /* claimed; the run gets its number below */
 	}
-	struct workspace *ws __attribute__((unused)) = sb->ws;
+	struct workspace *ws = sb->ws;
 	pthread_mutex_unlock(&m->lock);
 
 	/* Batched workspace changes (modes) reach the sandbox before the
 	 * command, with the seat held by this mount; they run as commands
 	 * of their own, numbered before this one. */
-#ifdef SANDBOXFS_HAVE_WORKSPACE
 	if (!internal && ws) {
 		fs_seat_holder = sb;
 		int wrc = workspace_before_command(ws);
@@ -422,7 +482,6 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 			fs_log("sandbox %s: workspace changes before a command: %s",
 			       sb->id, strerror(-wrc));
 	}
-#endif
 
 	pthread_mutex_lock(&m->lock);
 	uint64_t seq = ++sb->last_seq;
@@ -477,20 +536,9 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	job->internal = internal;
 	job->refs = 2;
 
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	/* the worker must not take the signals meant for FUSE threads */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	pthread_t tid;
-	atomic_fetch_add(&m->workers, 1);
-	int prc = nested ? -1 : pthread_create(&tid, &attr, fs_job_main, job);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
-	if (prc != 0) {
+	if (nested || fs_worker_start(m, job) != 0) {
 		/* nested, or no thread: run it here, uninterruptibly */
+		atomic_fetch_add(&m->workers, 1);
 		fs_job_main(job);
 	}
 
@@ -568,8 +616,10 @@ int fs_command_exec_cb(void *ctx, const char *sandbox_id, const char *command,
 	return r ? 0 : -EIO;
 }
 
-void fs_command_drain(struct fs_mount *m, int seconds)
+int fs_command_drain(struct fs_mount *m, int seconds)
 {
 	for (int i = 0; i < seconds * 20 && atomic_load(&m->workers) > 0; i++)
 		usleep(50000);
+	fs_workers_reap(m);
+	return atomic_load(&m->workers);
 }

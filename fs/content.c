@@ -308,6 +308,10 @@ static int fs_render_health(struct fs_mount *m, char **buf, size_t *len)
 	if (!f)
 		return -ENOMEM;
 	int problems = 0;
+	if (m->jreport.repaired) {
+		fprintf(f, "journal: repaired at mount: %s\n", m->jreport.message);
+		problems++;
+	}
 	if (m->jreport.torn_tail) {
 		fprintf(f,
 			"journal: a torn last record was cut at offset %" PRIu64
@@ -357,10 +361,8 @@ static int fs_render_health(struct fs_mount *m, char **buf, size_t *len)
 		fprintf(f, "%zu failed sandboxes to dispose of (rmdir or recover)\n",
 			failed);
 	problems += (deleting || unknown || unreachable || failed) ? 1 : 0;
-#ifdef SANDBOXFS_HAVE_WORKSPACE
 	if (m->wscache)
 		problems += wscache_health(m->wscache, f);
-#endif
 	if (!problems)
 		fputs("ok\n", f);
 	return fs_memstream_done(f, &mb, &ms, buf, len);
@@ -407,10 +409,8 @@ static int fs_render_stats(struct fs_mount *m, char **buf, size_t *len)
 #undef C
 	fprintf(f, "command_threads %d\n", atomic_load(&m->workers));
 	fprintf(f, "journal_bytes %" PRIu64 "\n", journal_size(m->journal));
-#ifdef SANDBOXFS_HAVE_WORKSPACE
 	if (m->wscache)
 		wscache_stats(m->wscache, f);
-#endif
 	return fs_memstream_done(f, &mb, &ms, buf, len);
 }
 

@@ -319,7 +319,9 @@ int fs_sandbox_create(struct fs_mount *m, const char *id, const char *pool,
 		atomic_fetch_add(&m->n.create_failures, 1);
 		return -EIO;
 	}
+	pthread_mutex_lock(&m->lock);
 	sb->in_journal_state = true;
+	pthread_mutex_unlock(&m->lock);
 
 	struct backend_create_request req = {
 	    .id = id,
@@ -403,17 +405,15 @@ static int fs_delete_owned(struct fs_mount *m, struct fs_sandbox *sb)
 		pthread_mutex_lock(&m->lock);
 		sb->state = FS_SB_GONE;
 		sb->present = false;
-		struct workspace *ws __attribute__((unused)) = sb->ws;
+		struct workspace *ws = sb->ws;
 		sb->ws = NULL;
 		fs_set_str(&sb->url, NULL);
 		sb->journaled = false;
 		pthread_mutex_unlock(&m->lock);
-#ifdef SANDBOXFS_HAVE_WORKSPACE
 		if (ws && m->wscache) {
 			workspace_sandbox_gone(ws);
 			workspace_forget(m->wscache, sb->id);
 		}
-#endif
 		return 0;
 	}
 	char why[384];
@@ -539,13 +539,11 @@ int fs_sandbox_detach(struct fs_mount *m, const char *id)
 	pthread_mutex_lock(&m->lock);
 	sb->present = false;
 	sb->attached = false;
-	struct workspace *ws __attribute__((unused)) = sb->ws;
+	struct workspace *ws = sb->ws;
 	sb->ws = NULL;
 	pthread_mutex_unlock(&m->lock);
-#ifdef SANDBOXFS_HAVE_WORKSPACE
 	if (ws && m->wscache)
 		workspace_forget(m->wscache, id);
-#endif
 	atomic_fetch_add(&m->n.detaches, 1);
 	return 0;
 }

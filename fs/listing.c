@@ -118,7 +118,7 @@ static void dir_merge_local(struct workspace *ws, struct wsdir *d,
 			    const struct timespec *now)
 {
 	for (struct wsfile *f = ws->all; f; f = f->ws_next) {
-		if (!f->path || !file_live(f))
+		if (!f->path || !(f->dirty || f->pending))
 			continue;
 		const char *name;
 		char *parent = ws_parent(f->path, &name);

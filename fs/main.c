@@ -216,6 +216,7 @@ int main(int argc, char *argv[])
 	struct fs_mount *m = &mount;
 	struct fs_local local = {0};
 	int ret = 1;
+	int running = 0;
 
 	fs_mount_global = m;
 	pthread_mutex_init(&m->lock, NULL);
@@ -290,6 +291,10 @@ int main(int argc, char *argv[])
 		       m->jreport.message[0] ? m->jreport.message : strerror(-rc));
 		goto out_fuse;
 	}
+	if (m->jreport.unknown_marked)
+		fs_log("journal: %zu requests had no recorded outcome; marked "
+		       "unknown, never resent",
+		       m->jreport.unknown_marked);
 	if (m->jreport.repaired)
 		fs_log("journal: repaired: %s", m->jreport.message);
 	if (m->jreport.torn_tail)
@@ -328,7 +333,6 @@ int main(int argc, char *argv[])
 	}
 	fs_model_load(m, &st);
 
-#ifdef SANDBOXFS_HAVE_WORKSPACE
 	char cache_dir[PATH_MAX];
 	snprintf(cache_dir, sizeof(cache_dir), "%s/cache", m->state_dir);
 	struct wscache_config wc = {
@@ -353,7 +357,6 @@ int main(int argc, char *argv[])
 	rc = wscache_restore(m->wscache, &st);
 	if (rc < 0)
 		fs_log("workspace cache: restoring pending uploads: %s", strerror(-rc));
-#endif
 	journal_state_clear(&st);
 
 	if (m->opt.sandboxes &&
@@ -391,20 +394,20 @@ out_unmount:
 	atomic_store(&m->stopping, true);
 	fuse_unmount(m->fuse);
 out_ws:
-	fs_command_drain(m, 10);
-#ifdef SANDBOXFS_HAVE_WORKSPACE
-	if (m->wscache)
+	running = fs_command_drain(m, 10);
+	/* a command thread still running may yet touch its workspace; the
+	 * pending uploads are journaled and retried by the next mount */
+	if (m->wscache && running == 0)
 		wscache_free(m->wscache);
-#endif
 out_local:
 	if (local.pid > 0)
 		fs_local_stop(local.pid);
 out_backend:
-	if (atomic_load(&m->workers) > 0) {
+	if (running > 0) {
 		/* their intents stay open: the next mount marks them unknown */
 		fs_log("%d commands still running at unmount; their outcome "
 		       "will be recorded as unknown",
-		       atomic_load(&m->workers));
+		       running);
 		_exit(ret);
 	}
 	backend_free(m->backend);

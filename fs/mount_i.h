@@ -119,7 +119,15 @@ struct fs_mount {
 	int list_errno;		   /* its result */
 	char list_error[384];
 
-	atomic_int workers; /* detached command threads still running */
+	atomic_int workers; /* command threads still running */
+	/* command threads to join (guarded by lock): a thread's destructors
+	 * (the backend's per-thread handle) run after its function returns,
+	 * so the backend is freed only once they are joined */
+	struct fs_worker {
+		pthread_t tid;
+		bool finished;
+	} * wk;
+	size_t nwk, capwk;
 	atomic_bool stopping;
 	struct fs_counters n;
 };
@@ -188,8 +196,9 @@ int fs_command_exec_cb(void *ctx, const char *sandbox_id, const char *command,
  * held; out is a copy). */
 int fs_output_load(struct fs_mount *m, const struct journal_output *o, char **buf,
 		   size_t *len);
-/* Waits (bounded) for the detached command threads at unmount. */
-void fs_command_drain(struct fs_mount *m, int seconds);
+/* Waits (bounded) for the command threads at unmount and joins them.
+ * Returns how many are still running. */
+int fs_command_drain(struct fs_mount *m, int seconds);
 
 /* --- FUSE operations (ops.c) and file contents (content.c) --------------*/
 extern const struct fuse_operations fs_ops;

@@ -12,12 +12,6 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#ifdef SANDBOXFS_HAVE_WORKSPACE
-#define FS_WS 1
-#else
-#define FS_WS 0
-#endif
-
 /* One FUSE write at most (DESIGN.md §2). */
 #define FS_MAX_WRITE (1024 * 1024)
 
@@ -29,7 +23,7 @@ static struct fs_mount *fs_m(void)
 /* The workspace of a WS location, or NULL. */
 static struct workspace *fs_ws(struct fs_mount *m, const struct fs_loc *loc)
 {
-	if (!FS_WS || loc->node != FS_N_WS)
+	if (loc->node != FS_N_WS)
 		return NULL;
 	return fs_sandbox_workspace(m, loc->sb);
 }
@@ -75,10 +69,8 @@ static int fs_getattr(const char *path, struct stat *st, struct fuse_file_info *
 {
 	struct fs_mount *m = fs_m();
 	if (!path && fi) {
-#if FS_WS
 		if (fs_handle_of(fi->fh)->kind == FS_HANDLE_WORKSPACE)
 			return workspace_getattr(NULL, NULL, st, fi);
-#endif
 		return -ESTALE;
 	}
 	struct fs_loc loc;
@@ -275,10 +267,8 @@ static int fs_read(const char *path, char *buf, size_t size, off_t off,
 		   struct fuse_file_info *fi)
 {
 	struct fs_handle *hh = fs_handle_of(fi->fh);
-#if FS_WS
 	if (hh->kind == FS_HANDLE_WORKSPACE)
 		return workspace_read(fi, buf, size, off);
-#endif
 	if (hh->kind != FS_HANDLE_CONTROL)
 		return -EBADF;
 	struct fs_mount *m = fs_m();
@@ -340,10 +330,8 @@ static int fs_write(const char *path, const char *buf, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct fs_handle *hh = fs_handle_of(fi->fh);
-#if FS_WS
 	if (hh->kind == FS_HANDLE_WORKSPACE)
 		return workspace_write(fi, buf, size, off);
-#endif
 	if (hh->kind != FS_HANDLE_CONTROL)
 		return -EBADF;
 	struct fs_mount *m = fs_m();
@@ -391,29 +379,23 @@ static int fs_write(const char *path, const char *buf, size_t size, off_t off,
 
 static int fs_flush(const char *path, struct fuse_file_info *fi)
 {
-#if FS_WS
 	if (fs_handle_of(fi->fh)->kind == FS_HANDLE_WORKSPACE)
 		return workspace_flush(fi);
-#endif
 	return 0;
 }
 
 static int fs_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 {
-#if FS_WS
 	if (fs_handle_of(fi->fh)->kind == FS_HANDLE_WORKSPACE)
 		return workspace_fsync(fi, datasync);
-#endif
 	return 0;
 }
 
 static int fs_release(const char *path, struct fuse_file_info *fi)
 {
 	struct fs_handle *hh = fs_handle_of(fi->fh);
-#if FS_WS
 	if (hh->kind == FS_HANDLE_WORKSPACE)
 		return workspace_release(fi);
-#endif
 	if (hh->kind == FS_HANDLE_CONTROL) {
 		struct fs_ctl_handle *h = (struct fs_ctl_handle *)hh;
 		pthread_mutex_destroy(&h->lock);
@@ -622,10 +604,8 @@ static int fs_statfs(const char *path, struct statvfs *st)
 
 static off_t fs_lseek(const char *path, off_t off, int whence, struct fuse_file_info *fi)
 {
-#if FS_WS
 	if (fs_handle_of(fi->fh)->kind == FS_HANDLE_WORKSPACE)
 		return workspace_lseek(fi, off, whence);
-#endif
 	if (whence == SEEK_SET)
 		return off;
 	return -EINVAL;
@@ -711,20 +691,22 @@ static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->use_ino = 0;
 	cfg->intr = 1;
 	cfg->nullpath_ok = 0;
-	cfg->entry_timeout = m->opt.attr_timeout;
+	/* Names are looked up again at every use (served from the workspace's
+	 * listing cache, no request): high-level libfuse cannot invalidate a
+	 * kernel dentry, and a name a command removed must not stay positive
+	 * (open(O_CREAT) of it would fail with ENOENT). */
+	cfg->entry_timeout = 0;
 	cfg->attr_timeout = m->opt.attr_timeout;
 	cfg->negative_timeout = 0;
 	cfg->kernel_cache = 0;
 	conn->max_write = FS_MAX_WRITE;
 	m->fuse = fuse_get_context()->fuse;
-#if FS_WS
 	if (m->wscache) {
 		int rc = wscache_start(m->wscache);
 		if (rc < 0)
 			fs_log("workspace cache: cannot start its thread: %s",
 			       strerror(-rc));
 	}
-#endif
 	return m;
 }
 

@@ -332,9 +332,7 @@ struct workspace *fs_sandbox_workspace(struct fs_mount *m, struct fs_sandbox *sb
 	char *url = fs_strdup0(sb->url);
 	pthread_mutex_unlock(&m->lock);
 	/* workspace_get returns the same object for the same id */
-#ifdef SANDBOXFS_HAVE_WORKSPACE
 	ws = url ? workspace_get(m->wscache, sb->id, url) : NULL;
-#endif
 	free(url);
 	pthread_mutex_lock(&m->lock);
 	if (ws)

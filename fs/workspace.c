@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -47,6 +48,8 @@ int ws_check_path(const char *rel)
 		seg[n] = '\0';
 		if (!backend_name_valid(seg))
 			return -EINVAL;
+		if (strcmp(seg, WS_PLACEHOLDER) == 0)
+			return -EINVAL; /* reserved for mkdir, never shown */
 		if (!slash)
 			return 0;
 		p = slash + 1;
@@ -296,7 +299,11 @@ struct wscache *wscache_new(const struct wscache_config *cfg)
 		c->cfg.max_bytes = 1ULL << 30;
 	if (c->cfg.listing_ttl_ms < 0)
 		c->cfg.listing_ttl_ms = 1000;
-	c->cache_dir = strdup(cfg->cache_dir);
+	/* Absolute, so the journal's cache_file paths survive a chdir. */
+	if (mkdir_p(cfg->cache_dir, 0700) == 0)
+		c->cache_dir = realpath(cfg->cache_dir, NULL);
+	else
+		c->cache_dir = NULL;
 	c->files_dir = c->cache_dir ? ws_join(c->cache_dir, "files") : NULL;
 	c->rescue_dir = c->cache_dir ? ws_join(c->cache_dir, "rescue") : NULL;
 	c->cfg.cache_dir = c->cache_dir;
@@ -643,6 +650,11 @@ int workspace_before_command(struct workspace *ws)
 		return 0;
 	struct wscache *c = ws->c;
 	int result = 0;
+	/* The command sees what was written here, even by descriptors still
+	 * open or not yet released (an empty "touch" is uploaded at release,
+	 * which the kernel sends after close returns). */
+	if (flush_all(c, ws) > 0)
+		result = -EIO;
 	for (int round = 0; round < 64; round++) {
 		/* One command per round: "chmod MODE -- 'a' 'b'" groups. */
 		pthread_mutex_lock(&c->lock);

@@ -73,8 +73,9 @@ struct workspace *workspace_get(struct wscache *c, const char *sandbox_id,
 /* Drops cached listings and marks cached file contents for revalidation:
  * called after every command the mount ran in that sandbox. */
 void workspace_invalidate(struct workspace *ws);
-/* Applies what must reach the sandbox before its next command (batched
- * modes) through cfg->exec. Called by the command path before the user's
+/* Applies what must reach the sandbox before its next command: uploads of
+ * files written here and not yet uploaded, then the queued modes in
+ * batched chmod commands through cfg->exec. Called by the command path before the user's
  * command takes the seat (cfg->exec needs the seat free); returns 0,
  * -EBUSY when the seat is taken, or another negative errno. */
 int workspace_before_command(struct workspace *ws);

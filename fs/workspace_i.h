@@ -116,6 +116,7 @@ struct wshandle {
 	struct fs_handle h; /* kind FS_HANDLE_WORKSPACE, first member */
 	struct wsfile *f;
 	int flags;
+	bool wrote; /* written or truncated through this handle */
 };
 
 struct workspace {

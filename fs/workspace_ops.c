@@ -30,6 +30,14 @@ static struct wshandle *handle_of(const struct fuse_file_info *fi)
 	return h->kind == FS_HANDLE_WORKSPACE ? (struct wshandle *)h : NULL;
 }
 
+/* The cache entry, not the listing, tells f's size: it holds changes not
+ * yet on the server, or it is open and no command ran since it was read. */
+static bool file_auth(const struct wsfile *f)
+{
+	return f->dirty || f->pending ||
+	       (f->refs > 0 && (f->epoch == f->ws->epoch || !f->remote_exists));
+}
+
 /* c->lock held; may drop and retake it (listing fetch). */
 static int lookup(struct workspace *ws, const char *rel, struct wsattr *a)
 {
@@ -39,7 +47,7 @@ static int lookup(struct workspace *ws, const char *rel, struct wsattr *a)
 		return 0;
 	}
 	struct wsfile *f = file_find(ws, rel);
-	if (f && file_live(f))
+	if (f && file_auth(f))
 		goto live;
 	const char *name;
 	char *parent = ws_parent(rel, &name);
@@ -49,14 +57,14 @@ static int lookup(struct workspace *ws, const char *rel, struct wsattr *a)
 	int rc = dir_load(ws, parent, &d);
 	free(parent);
 	f = file_find(ws, rel); /* the lock was dropped */
-	if (f && file_live(f))
+	if (f && file_auth(f))
 		goto live;
 	if (rc < 0)
 		return rc;
 	struct wsentry *e = dir_find(d, name);
 	if (!e) {
 		if (f)
-			file_drop_clean(f);
+			file_detach(f); /* gone on the server; open handles keep it */
 		ws->c->n.negative_hits++;
 		return -ENOENT;
 	}
@@ -183,7 +191,7 @@ int workspace_readdir(struct workspace *ws, const char *rel, void *buf,
 		struct wsattr a = {
 		    .is_dir = e->is_dir, .size = e->size, .mtime = e->seen};
 		struct wsfile *f = e->is_dir ? NULL : file_find(ws, child);
-		if (f && file_live(f)) {
+		if (f && file_auth(f)) {
 			a.size = f->size;
 			a.mtime = f->mtime;
 		}
@@ -232,7 +240,7 @@ static int file_for(struct workspace *ws, const char *rel, struct wsfile **out)
 		if (!f)
 			return -EIO;
 		f->remote_exists = true;
-	} else if (!file_live(f) && f->present && f->epoch != ws->epoch) {
+	} else if (!f->dirty && !f->pending && f->present && f->epoch != ws->epoch) {
 		f->present = false; /* a command ran since: fetch again */
 	}
 	rc = file_ref(f);
@@ -422,6 +430,8 @@ int workspace_write(struct fuse_file_info *fi, const char *buf, size_t size, off
 	}
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&f->mx);
+	if (done)
+		h->wrote = true;
 	return done ? (int)done : rc;
 }
 
@@ -438,8 +448,13 @@ int workspace_flush(struct fuse_file_info *fi)
 	struct wshandle *h = handle_of(fi);
 	if (!h)
 		return -EBADF;
-	/* A reader's close never reports another writer's upload. */
-	if ((h->flags & O_ACCMODE) == O_RDONLY)
+	/* Only a descriptor that wrote uploads at its close: a shell's
+	 * "> file" opens, dup2()s and closes the first descriptor before
+	 * anything is written, and an empty PUT then would truncate the
+	 * server's copy for nothing. What no descriptor wrote (an empty
+	 * create, an O_TRUNC open) is uploaded at release, after the last
+	 * close. */
+	if (!h->wrote)
 		return 0;
 	return upload_now(h->f);
 }
@@ -484,6 +499,8 @@ int workspace_truncate(struct workspace *ws, const char *rel, off_t size,
 		pthread_mutex_lock(&h->f->mx);
 		int rc = cache_truncate(h->f, (uint64_t)size);
 		pthread_mutex_unlock(&h->f->mx);
+		if (rc == 0)
+			h->wrote = true;
 		return rc;
 	}
 	int rc = ws_check(ws, rel);
@@ -672,7 +689,7 @@ int workspace_mkdir(struct workspace *ws, const char *rel, mode_t mode)
 static bool local_files_under(struct workspace *ws, const char *rel)
 {
 	for (struct wsfile *f = ws->all; f; f = f->ws_next)
-		if (f->path && file_live(f) && ws_is_under(f->path, rel))
+		if (f->path && (f->dirty || f->pending) && ws_is_under(f->path, rel))
 			return true;
 	return false;
 }

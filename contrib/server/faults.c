@@ -21,7 +21,7 @@ static const char *routes_parse(enum fault_routes *r, const char *s)
 bool faults_any(const struct faults *f)
 {
 	return f->lose_answer || f->drop_before || f->error_rate > 0 || f->delay_ms > 0 ||
-	       f->malformed_json || f->hostile_listing;
+	       f->malformed_json || f->hostile_listing || f->truncate_answer;
 }
 
 const char *faults_from_json(struct faults *out, const cJSON *obj)
@@ -44,6 +44,8 @@ const char *faults_from_json(struct faults *out, const cJSON *obj)
 			flag = &f.malformed_json;
 		else if (strcmp(k, "hostile_listing") == 0)
 			flag = &f.hostile_listing;
+		else if (strcmp(k, "truncate_answer") == 0)
+			flag = &f.truncate_answer;
 		if (flag) {
 			if (!cJSON_IsBool(it))
 				return "fault switches must be booleans";
@@ -88,7 +90,8 @@ const char *faults_set(struct faults *f, const char *setting)
 	name[n] = '\0';
 
 	if (strcmp(name, "lose_answer") == 0 || strcmp(name, "drop_before") == 0 ||
-	    strcmp(name, "malformed_json") == 0 || strcmp(name, "hostile_listing") == 0) {
+	    strcmp(name, "malformed_json") == 0 || strcmp(name, "hostile_listing") == 0 ||
+	    strcmp(name, "truncate_answer") == 0) {
 		bool v = true;
 
 		if (val) {
@@ -105,6 +108,8 @@ const char *faults_set(struct faults *f, const char *setting)
 			f->drop_before = v;
 		else if (name[0] == 'm')
 			f->malformed_json = v;
+		else if (name[0] == 't')
+			f->truncate_answer = v;
 		else
 			f->hostile_listing = v;
 		return NULL;
@@ -143,6 +148,7 @@ cJSON *faults_to_json(const struct faults *f)
 	cJSON_AddNumberToObject(o, "delay_ms", (double)f->delay_ms);
 	cJSON_AddBoolToObject(o, "malformed_json", f->malformed_json);
 	cJSON_AddBoolToObject(o, "hostile_listing", f->hostile_listing);
+	cJSON_AddBoolToObject(o, "truncate_answer", f->truncate_answer);
 	cJSON_AddStringToObject(o, "routes", route_names[f->routes]);
 	return o;
 }

@@ -27,6 +27,7 @@ struct faults {
 	long delay_ms;	      /* sleep before every answer */
 	bool malformed_json;  /* JSON answers are cut and garbled */
 	bool hostile_listing; /* listings carry invalid entries too */
+	bool truncate_answer; /* announce the whole body, send half, close */
 	enum fault_routes routes;
 };
 

@@ -232,18 +232,8 @@ static enum MHD_Result get_finish(struct req *r, const char *rel)
 		return svc_reply_error(r, 400, "not a regular file or directory");
 	}
 	fcntl(fd, F_SETFL, 0);
-	/* The response owns fd: MHD sends it with sendfile and closes it. */
-	struct MHD_Response *resp =
-	    MHD_create_response_from_fd64((uint64_t)st.st_size, fd);
-
-	if (!resp) {
-		close(fd);
-		return svc_reply_error(r, 500, "cannot send the file");
-	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-				"application/octet-stream");
 	atomic_fetch_add(&r->svc->stats.gets, 1);
-	return svc_reply(r, 200, resp);
+	return svc_reply_fd(r, 200, fd, (uint64_t)st.st_size, "application/octet-stream");
 }
 
 static enum MHD_Result files_finish(struct req *r)

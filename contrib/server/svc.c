@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #define ADMIN_BODY_LIMIT (64 * 1024)
 #define LOG_ENTRY_MAX	 (64 * 1024)
@@ -101,6 +102,82 @@ enum MHD_Result svc_reply(struct req *r, unsigned int status, struct MHD_Respons
 	return ret;
 }
 
+/* The truncate_answer fault: the headers announce the whole body, half of
+ * it is sent, then the connection is closed. */
+struct half_body {
+	char *buf; /* or */
+	int fd;
+	uint64_t limit;
+};
+
+static ssize_t half_body_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+	struct half_body *h = cls;
+	size_t n;
+
+	if (pos >= h->limit)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	n = h->limit - pos < max ? (size_t)(h->limit - pos) : max;
+	if (h->buf) {
+		memcpy(out, h->buf + pos, n);
+		return (ssize_t)n;
+	}
+	ssize_t got = pread(h->fd, out, n, (off_t)pos);
+
+	return got > 0 ? got : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void half_body_free(void *cls)
+{
+	struct half_body *h = cls;
+
+	free(h->buf);
+	if (h->fd >= 0)
+		close(h->fd);
+	free(h);
+}
+
+static struct MHD_Response *half_body_response(char *buf, int fd, uint64_t size)
+{
+	struct half_body *h = malloc(sizeof(*h));
+	struct MHD_Response *resp;
+
+	if (!h) {
+		free(buf);
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	h->buf = buf;
+	h->fd = fd;
+	h->limit = size / 2;
+	resp = MHD_create_response_from_callback(size, 64 * 1024, half_body_read, h,
+						 half_body_free);
+	if (!resp)
+		half_body_free(h);
+	return resp;
+}
+
+enum MHD_Result svc_reply_fd(struct req *r, unsigned int status, int fd, uint64_t size,
+			     const char *content_type)
+{
+	struct MHD_Response *resp;
+
+	if (r->faulted && r->f.truncate_answer && size > 0) {
+		atomic_fetch_add(&r->svc->stats.faults, 1);
+		resp = half_body_response(NULL, fd, size);
+	} else {
+		/* MHD sends it with sendfile and closes fd. */
+		resp = MHD_create_response_from_fd64(size, fd);
+		if (!resp)
+			close(fd);
+	}
+	if (!resp)
+		return svc_reply_error(r, 500, "cannot send the file");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+	return svc_reply(r, status, resp);
+}
+
 enum MHD_Result svc_reply_text_json(struct req *r, unsigned int status, char *json,
 				    size_t len)
 {
@@ -119,10 +196,17 @@ enum MHD_Result svc_reply_text_json(struct req *r, unsigned int status, char *js
 		}
 		atomic_fetch_add(&r->svc->stats.faults, 1);
 	}
-	resp = MHD_create_response_from_buffer(len, json, MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
-		free(json);
-		return MHD_NO;
+	if (r->faulted && r->f.truncate_answer && len > 0) {
+		atomic_fetch_add(&r->svc->stats.faults, 1);
+		resp = half_body_response(json, -1, len);
+		if (!resp)
+			return MHD_NO;
+	} else {
+		resp = MHD_create_response_from_buffer(len, json, MHD_RESPMEM_MUST_FREE);
+		if (!resp) {
+			free(json);
+			return MHD_NO;
+		}
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
 	return svc_reply(r, status, resp);

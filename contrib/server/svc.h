@@ -125,6 +125,10 @@ enum MHD_Result svc_reply_error(struct req *r, unsigned int status, const char *
     __attribute__((format(printf, 3, 4)));
 enum MHD_Result svc_reply_empty(struct req *r, unsigned int status);
 
+/* A file's bytes (takes fd). */
+enum MHD_Result svc_reply_fd(struct req *r, unsigned int status, int fd, uint64_t size,
+			     const char *content_type);
+
 /* Append a command to the log (a copy, cut at 64 KiB). */
 void svc_log_command(struct svc *s, const char *cmd);
 

@@ -70,6 +70,7 @@ static void test_faults(void)
 	CHECK(faults_set(&f, "routes=files") == NULL && f.routes == FAULT_ROUTES_FILES);
 	CHECK(faults_set(&f, "routes=nope") != NULL);
 	CHECK(faults_set(&f, "bogus") != NULL);
+	CHECK(faults_set(&f, "truncate_answer") == NULL && f.truncate_answer);
 	CHECK(faults_any(&f));
 
 	j = cJSON_Parse("{\"hostile_listing\": true, \"routes\": \"orchestrator\"}");

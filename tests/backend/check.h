@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
+
 static int check_failures;
 static int check_count;
 
@@ -34,8 +36,29 @@ static int check_count;
 		}                                                                        \
 	} while (0)
 
+static int check_secrets;
+
+/* A failure message must not name the URL, host:port, port or token. */
+static inline void check_no_secret(const struct backend_error *e, const char *url, int port,
+				   const char *token)
+{
+	char hp[64], p[16];
+
+	snprintf(hp, sizeof(hp), "127.0.0.1:%d", port);
+	snprintf(p, sizeof(p), "%d", port);
+	check_secrets++;
+	CHECK(e->message[0] != '\0');
+	CHECK(strstr(e->message, url) == NULL);
+	CHECK(strstr(e->message, hp) == NULL);
+	CHECK(strstr(e->message, p) == NULL);
+	CHECK(strstr(e->message, "127.0.0.1") == NULL);
+	CHECK(!token || strstr(e->message, token) == NULL);
+}
+
 static inline int check_done(const char *name)
 {
+	if (check_secrets)
+		printf("%s: %d failure messages checked for secrets\n", name, check_secrets);
 	printf("%s: %d checks, %d failed\n", name, check_count, check_failures);
 	return check_failures ? 1 : 0;
 }

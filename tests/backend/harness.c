@@ -92,6 +92,10 @@ static void start(struct server *s, bool orch)
 		args[n++] = root;
 		args[n++] = "--token-file";
 		args[n++] = tokfile;
+		args[n++] = "--pool";
+		args[n++] = "default";
+		args[n++] = "--pool";
+		args[n++] = "tiny:1";
 	} else {
 		snprintf(s->workspace, sizeof(s->workspace), "%s/ws", s->dir);
 		mkdir(s->workspace, 0700);

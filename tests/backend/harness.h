@@ -29,7 +29,8 @@ void harness_init(int argc, char **argv);
 
 /* Starts a single-sandbox server (--faults on). Exits 1 on failure. */
 void server_start(struct server *s);
-/* Starts an orchestrator (--faults on, a random token, pool 'default'). */
+/* Starts an orchestrator (--faults on, a random token, pools 'default'
+ * and 'tiny' (at most one live sandbox)). */
 void server_start_orchestrator(struct server *s);
 /* Stops the server by PID and removes its directory. */
 void server_stop(struct server *s);

@@ -63,7 +63,7 @@ static void *busy_thread(void *p)
 	struct backend_exec_result r;
 	struct backend_error e;
 
-	a->st = backend_execute(b, srv.url, "sleep 1", 30, &r, &e);
+	a->st = backend_execute(b, srv.url, "touch busy.marker; sleep 2", 30, &r, &e);
 	backend_exec_result_clear(&r);
 	return NULL;
 }
@@ -81,6 +81,7 @@ static void error_classes(void)
 	/* 404 */
 	CHECK_ST(backend_file_get(b, srv.url, "no/such/file", fd, &got, &e), BACKEND_NOT_FOUND);
 	CHECK(e.http_status == 404 && strlen(e.message) > 0);
+	check_no_secret(&e, srv.url, srv.port, NULL);
 	CHECK(backend_errno(e.status, BACKEND_OP_FILE) == ENOENT);
 	CHECK(lseek(fd, 0, SEEK_END) == 0); /* the error body never reached fd */
 	CHECK_ST(backend_file_delete(b, srv.url, "no-such", &e), BACKEND_NOT_FOUND);
@@ -90,13 +91,22 @@ static void error_classes(void)
 	backend_exec_result_clear(&r);
 	CHECK_ST(backend_file_get(b, srv.url, "fifo", fd, &got, &e), BACKEND_INVALID);
 	CHECK(e.http_status == 400 && backend_errno(e.status, BACKEND_OP_FILE) == EINVAL);
+	check_no_secret(&e, srv.url, srv.port, NULL);
 
-	/* 409: one seat. */
+	/* 409: one seat. The marker says the first command is running. */
 	pthread_create(&t, NULL, busy_thread, &a);
-	usleep(300000);
+	{
+		char marker[400];
+		struct stat sb;
+
+		snprintf(marker, sizeof(marker), "%s/busy.marker", srv.workspace);
+		for (int i = 0; i < 1000 && stat(marker, &sb) != 0; i++)
+			usleep(10000);
+	}
 	CHECK_ST(backend_execute(b, srv.url, "echo second", 30, &r, &e), BACKEND_CONFLICT);
 	CHECK(e.http_status == 409 && backend_errno(e.status, BACKEND_OP_EXECUTE) == EBUSY);
 	CHECK(strstr(e.message, "already running") != NULL); /* the server's words */
+	check_no_secret(&e, srv.url, srv.port, NULL);
 	pthread_join(t, NULL);
 	CHECK(a.st == BACKEND_OK);
 
@@ -107,6 +117,7 @@ static void error_classes(void)
 	big[(9 << 20) - 1] = '\0';
 	CHECK_ST(backend_execute(b, srv.url, big, 30, &r, &e), BACKEND_TOO_LARGE);
 	CHECK(e.http_status == 413 && backend_errno(e.status, BACKEND_OP_EXECUTE) == EFBIG);
+	check_no_secret(&e, srv.url, srv.port, NULL);
 	free(big);
 
 	/* 500 */
@@ -114,6 +125,7 @@ static void error_classes(void)
 	CHECK_ST(backend_health(b, srv.url, &e), BACKEND_SERVER_ERROR);
 	CHECK(e.http_status == 500 && strstr(e.message, "injected fault"));
 	CHECK(backend_errno(e.status, BACKEND_OP_HEALTH) == EIO);
+	check_no_secret(&e, srv.url, srv.port, NULL);
 	admin_faults(srv.url, "{}");
 	close(fd);
 }

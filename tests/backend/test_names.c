@@ -159,6 +159,7 @@ static void refused_locally(void)
 	CHECK(e.status == BACKEND_BAD_REQUEST && e.http_status == 0);
 	CHECK_ST(backend_list(b, "file:///etc", "", &l, &e), BACKEND_BAD_REQUEST);
 	CHECK_ST(backend_file_delete(b, "http://127.0.0.1:1", "", &e), BACKEND_BAD_REQUEST);
+	CHECK_ST(backend_health(b, "http://127.0.0.1:99999", &e), BACKEND_BAD_REQUEST);
 	CHECK_ST(backend_orch_create(b, &o, &both, &sb, &e), BACKEND_BAD_REQUEST);
 	CHECK_ST(backend_orch_create(b, &o, &noport, &sb, &e), BACKEND_BAD_REQUEST);
 	CHECK_ST(backend_orch_create(b, &o, &badid, &sb, &e), BACKEND_BAD_REQUEST);
@@ -167,8 +168,9 @@ static void refused_locally(void)
 	CHECK_ST(backend_orch_list(b, &o, &(struct backend_sandbox_list){0}, &e),
 		 BACKEND_BAD_REQUEST);
 	backend_get_stats(b, &s);
-	CHECK(s.errors == 8);
+	CHECK(s.errors == 9);
 	CHECK(s.requests[BACKEND_OP_FILE] == 3);
+	CHECK(s.requests[BACKEND_OP_HEALTH] == 1);
 	CHECK(s.requests[BACKEND_OP_CREATE] == 3);
 	CHECK(s.connections_opened == 0);
 	backend_free(b);

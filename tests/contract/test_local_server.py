@@ -307,3 +307,32 @@ def test_symlink_inside_the_workspace_is_followed(local_server):
     assert entries["alias"]["isDir"] is True
     assert c.delete("alias").status == 204  # removes the link, not the target
     assert c.get("real/file.txt").body == b"via link"
+
+
+def test_a_command_keeps_running_after_its_client_disconnects(local_server):
+    c = local_server.client()
+    s = socket.create_connection(("127.0.0.1", local_server.port))
+    body = b'{"command": "sleep 1; echo done > after.txt", "timeoutSeconds": 30}'
+    s.sendall(b"POST /execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    time.sleep(0.3)
+    s.close()
+    assert c.execute("true").status == 409  # the seat is still taken
+    assert sbx.wait_for(lambda: (local_server.workspace / "after.txt").exists(), timeout=10)
+    assert sbx.wait_for(lambda: c.execute("true").status == 200, timeout=5)
+
+
+def test_fault_truncate_answer_sends_half_the_announced_body(local_server):
+    c = local_server.client()
+    data = os.urandom(100000)
+    c.put("t.bin", data)
+    c.set_faults(truncate_answer=True)
+    with pytest.raises(http.client.IncompleteRead) as e:
+        c.get("t.bin")
+    assert len(e.value.partial) == 50000
+    with pytest.raises(http.client.IncompleteRead):
+        c.execute("echo half > half.txt")
+    assert (local_server.workspace / "half.txt").exists()  # the work was done
+    assert c.put("t.bin", b"new").status == 204  # no body: nothing to cut
+    c.set_faults()
+    assert c.get("t.bin").body == b"new"

@@ -118,6 +118,17 @@ def test_create_with_image_requires_port(orch, new_id):
     assert r.json()["poolId"] is None
 
 
+def test_create_accepts_every_documented_field(orch, pool, new_id):
+    r = orch.create(pool=pool, id=new_id(), idleTimeoutSeconds=600, timeoutSeconds=300,
+                    environment={"A": "1"}, ports=[8080], artifacts=[], command="sleep 1")
+    assert r.status == 201, r.status
+    r = orch.create(image=IMAGE, port=IMAGE_PORT, id=new_id(), cpu=1, memory="512Mi",
+                    runtimeClass="runc", volumes=[], timeoutSeconds=0)
+    assert r.status == 201, r.status
+    st = r.json()
+    assert st["cpu"] == 1 and st["memory"] == "512Mi"
+
+
 def test_create_with_an_unknown_field_is_400(orch, pool, new_id):
     r = orch.create(pool=pool, id=new_id(), flavour="vanilla")
     assert r.status == 400

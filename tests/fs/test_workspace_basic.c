@@ -357,10 +357,22 @@ static void test_modes(struct workspace *ws, struct workspace *ws_noexec, int *e
 	CHECK_EQ(sv.f_namemax, 255);
 	CHECK(sv.f_blocks > 0);
 
-	/* Directory rename through the exec callback. */
+	/* Directory rename through the exec callback, with a file open and
+	 * written under it: the handle follows, its data lands in the new
+	 * tree. */
 	CHECK_EQ(workspace_mkdir(ws, "m1", 0755), 0);
 	CHECK_EQ(ws_put(ws, "m1/x", "x", O_CREAT | O_WRONLY), 0);
+	struct fuse_file_info fi = {.flags = O_RDWR | O_CREAT};
+	CHECK_EQ(workspace_create(ws, "m1/open", 0644, &fi), 0);
+	CHECK_EQ(workspace_write(&fi, "first", 5, 0), 5);
+	int e1 = *execs;
 	CHECK_EQ(workspace_rename(ws, "m1", "m2", 0), 0);
+	CHECK_EQ(*execs, e1 + 1); /* one mv in the sandbox */
+	CHECK_EQ(workspace_write(&fi, "+second", 7, 5), 7);
+	CHECK_EQ(workspace_flush(&fi), 0);
+	workspace_release(&fi);
+	CHECK(srv_has(&S, "m2/open", "first+second"));
+	CHECK(!srv_exists(&S, "m1/open"));
 	CHECK(srv_has(&S, "m2/x", "x"));
 	CHECK(!srv_exists(&S, "m1"));
 	CHECK_EQ(workspace_getattr(ws, "m2/x", &st, NULL), 0);

@@ -242,3 +242,21 @@ def test_unreachable_sandbox_is_enotconn(tmp_path):
         assert mount.read(m.path("dead", "exit")) == ""
         assert "not run" in json.loads(mount.read(m.path("dead", "info")))["why"]
     m.check_log(allow=[r"not run"])
+
+
+def test_seat_taken_by_another_client_is_ebusy(sandbox, orch):
+    # the server answers 409 while a command of someone else runs
+    url = sandbox_url(orch, "sbx1")
+    import threading
+    t = threading.Thread(target=lambda: sbx.execute(url, "sleep 2"))
+    t.start()
+    try:
+        assert sbx.wait_for(lambda: "sleep 2" in sbx.log(url))
+        p = sh(f"echo 'echo mine' > {sandbox}/ctl")
+        assert p.returncode != 0 and "busy" in p.stderr.lower(), p.stderr
+        assert mount.read(sandbox / "status") == "failed\n"
+        assert mount.read(sandbox / "exit") == ""
+        assert "not run" in json.loads(mount.read(sandbox / "info"))["why"]
+    finally:
+        t.join(30)
+    assert sbx.log(url) == ["sleep 2"]

@@ -205,3 +205,17 @@ def test_twenty_waiters_do_not_stall_the_mount(mnt):
     finally:
         assert w.wait(30) == 0
     assert mount.read(mnt.path("busy", "workspace", "d.txt")) == "done\n"
+
+
+def test_commands_in_different_sandboxes_run_in_parallel(mnt, orch):
+    ids = [f"par{i}" for i in range(5)]
+    for i in ids:
+        os.mkdir(mnt.path(i))
+    t0 = time.monotonic()
+    procs = [subprocess.Popen(["bash", "-c", f"echo 'sleep 1.5; echo {i}' > {mnt.mnt}/{i}/ctl"])
+             for i in ids]
+    assert [p.wait(30) for p in procs] == [0] * 5
+    assert time.monotonic() - t0 < 4  # not one after the other (7.5 s)
+    for i in ids:
+        assert mount.read(mnt.path(i, "stdout")) == f"{i}\n"
+        assert executed(orch, i) == [f"sleep 1.5; echo {i}"]

@@ -136,6 +136,7 @@ def test_journal_damage_stops_the_mount(tmp_path, orch):
     m3 = mount.Mount(tmp_path, server=orch, opts=["repair_journal"])
     with m3:
         assert "d1" in os.listdir(m3.mnt)
+        assert "repaired" in mount.read(m3.path(".sandboxfs", "health"))
     m3.check_log(allow=[r"repaired", r"damaged"])
 
 
@@ -145,3 +146,39 @@ def test_sigterm_unmounts_cleanly(tmp_path, orch):
     rc, gone = m.terminate()
     assert rc == 0 and gone
     m.check_log()
+
+
+def test_lost_create_is_reconciled_at_the_next_mount(tmp_path, orch):
+    c = orch.client()
+    m = mount.Mount(tmp_path, server=orch)
+    with m:
+        c.set_faults(lose_answer=True, routes="orchestrator")
+        try:
+            p = sh(f"mkdir {m.mnt}/maybe", timeout=60)
+            assert p.returncode != 0 and "Input/output error" in p.stderr, p.stderr
+        finally:
+            c.set_faults()
+    m.check_log(allow=[r"answer lost"])
+    m2 = mount.Mount(tmp_path, server=orch)
+    with m2:
+        assert mount.read(m2.path("maybe", "state")) == "ready\n"
+        assert mount.read(m2.path(".sandboxfs", "health")) == "ok\n"
+        assert [s["id"] for s in c.sandboxes().json()["sandboxes"]] == ["maybe"]
+    m2.check_log()
+
+
+def test_orchestrator_down_is_enotconn_and_said_in_health(tmp_path, orch):
+    m = mount.Mount(tmp_path, server=orch)
+    with m:
+        orch.stop()
+        try:
+            time.sleep(1.1)
+            p = sh(f"mkdir {m.mnt}/later")
+            assert p.returncode != 0 and "not connected" in p.stderr.lower(), p.stderr
+            assert "orchestrator unreachable" in mount.read(m.path(".sandboxfs", "health"))
+        finally:
+            orch.restart(same_port=True)
+        time.sleep(1.1)
+        os.mkdir(m.path("later"))
+        assert mount.read(m.path(".sandboxfs", "health")) == "ok\n"
+    m.check_log(allow=[r"not sent"])

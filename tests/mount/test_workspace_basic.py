@@ -169,3 +169,59 @@ def test_rename_while_a_command_runs(ws, url, sandbox):
         assert running.wait(30) == 0
     os.rename(ws / "dd", ws / "ee")
     assert "ee" in names(url) and "dd" not in names(url)
+
+
+def test_parallel_writers_and_listers(ws, url):
+    script = f"""set -e
+for w in 1 2 3 4 5 6; do
+  ( mkdir -p {ws}/p$w
+    for i in $(seq 1 40); do
+      printf "w$w i$i\\n" > {ws}/p$w/f$i.tmp
+      mv {ws}/p$w/f$i.tmp {ws}/p$w/f$i
+      printf "more\\n" >> {ws}/p$w/f$i
+    done ) &
+done
+# names vanish under ls as they would on any filesystem: only no hang
+for k in 1 2 3 4 5; do ls -lR {ws} > /dev/null 2>&1 || true; done
+wait
+"""
+    p = sh(script, timeout=120)
+    assert p.returncode == 0, p.stderr
+    for w in range(1, 7):
+        assert names(url, f"p{w}") == sorted(f"f{i}" for i in range(1, 41))
+        assert sget(url, f"p{w}/f17") == f"w{w} i17\nmore\n".encode()
+    p = sh(f"cat {ws}/p3/f40")
+    assert p.stdout == "w3 i40\nmore\n"
+
+
+def test_open_reader_sees_command_changes(ws, url, sandbox):
+    sbx.put(url, "r.txt", b"old!")
+    with open(ws / "r.txt", "rb") as held:
+        assert held.read() == b"old!"
+        assert sh(f"echo 'printf new! > r.txt' > {sandbox}/ctl").returncode == 0
+        assert (ws / "r.txt").read_bytes() == b"new!"
+        assert sh(f"echo 'printf longer > r.txt' > {sandbox}/ctl").returncode == 0
+        assert os.stat(ws / "r.txt").st_size == 6
+        assert (ws / "r.txt").read_bytes() == b"longer"
+        assert sh(f"echo 'rm r.txt' > {sandbox}/ctl").returncode == 0
+        assert not (ws / "r.txt").exists()
+    (ws / "r.txt").write_bytes(b"again")
+    assert sget(url, "r.txt") == b"again"
+
+
+def test_one_put_per_redirect_and_commands_see_open_files(ws, url, sandbox):
+    sbx.put(url, "r.txt", b"old content")
+    os.stat(ws / "r.txt")
+    s0 = sbx.stats(url)
+    # The shell's "> file" closes a dup of the descriptor before writing:
+    # still exactly one PUT, and the server never holds an empty file.
+    assert sh(f"printf new > {ws}/r.txt").returncode == 0
+    assert sbx.stats(url)["puts"] - s0["puts"] == 1
+    assert sget(url, "r.txt") == b"new"
+    # A command sees an empty file just created, and what an open
+    # descriptor wrote so far.
+    p = sh(f"touch {ws}/marker && exec 3>{ws}/open.txt && echo partial >&3 && "
+           f"echo 'ls marker && cat open.txt' > {sandbox}/ctl && cat {sandbox}/stdout")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "marker\npartial\n"
+    assert sbx.wait_for(lambda: sget(url, "marker") == b"", timeout=5)
