@@ -111,8 +111,7 @@ void backend_set_error(struct backend_error *err, enum backend_status status,
 	va_end(ap);
 }
 
-static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access,
-		       void *userp)
+static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *userp)
 {
 	struct backend *b = userp;
 

@@ -67,11 +67,11 @@ struct backend_req {
 	size_t body_len;
 	int put_fd; /* PUT: send put_size bytes of put_fd, -1 otherwise */
 	uint64_t put_size;
-	int get_fd; /* 2xx answer body goes to get_fd; -1: into memory */
+	int get_fd;	   /* 2xx answer body goes to get_fd; -1: into memory */
 	size_t max_answer; /* bound for an answer kept in memory */
 
 	long timeout_ms; /* total bound, 0 = none */
-	bool stall;      /* fail a transfer that stalls (LOW_SPEED_*) */
+	bool stall;	 /* fail a transfer that stalls (LOW_SPEED_*) */
 	/* The request has effects and must never be sent twice (execute,
 	 * create): its body cannot be rewound, so libcurl can never resend
 	 * it, and it reuses only connections idle for under a second. */
@@ -95,7 +95,7 @@ enum backend_status backend_http(struct backend *b, struct backend_req *r,
 /* Fills err (when not NULL) with status and a message. */
 void backend_set_error(struct backend_error *err, enum backend_status status,
 		       int http_status, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 /* Counts one failed call that never reached backend_http (refused
  * locally), so that stats.errors covers every non-OK return. */

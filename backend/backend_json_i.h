@@ -41,8 +41,7 @@ enum backend_status backend_json_sandbox_list(const char *buf, size_t len,
 /* Copies the "error" string of an error answer {"error": "..."} into
  * msg (cut to size, control characters replaced by '?'). Returns false
  * (msg untouched) when the body has no such string. */
-bool backend_json_error_message(const char *buf, size_t len, char *msg,
-				size_t size);
+bool backend_json_error_message(const char *buf, size_t len, char *msg, size_t size);
 
 /* True when the body is {"status": "ok"} (other members allowed). */
 bool backend_json_health(const char *buf, size_t len);

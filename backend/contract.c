@@ -59,8 +59,8 @@ enum backend_status backend_execute(struct backend *b, const char *url,
 	 * only the command's own timeout plus the grace period. */
 	/* Past ten years it is no limit rather than an overflow. */
 	r.timeout_ms = timeout_s > 0 && timeout_s < 315360000L
-			       ? timeout_s * 1000 + b->cfg.execute_grace_ms
-			       : 0;
+			   ? timeout_s * 1000 + b->cfg.execute_grace_ms
+			   : 0;
 	st = backend_http(b, &r, err);
 	free(body);
 	if (st == BACKEND_OK) {
@@ -68,9 +68,9 @@ enum backend_status backend_execute(struct backend *b, const char *url,
 		if (st != BACKEND_OK) {
 			backend_set_error(err, st, (int)r.http_status,
 					  st == BACKEND_LOCAL
-						  ? "out of memory"
-						  : "execute answer does not parse; "
-						    "the outcome is unknown");
+					      ? "out of memory"
+					      : "execute answer does not parse; "
+						"the outcome is unknown");
 			backend_count_error(b);
 		} else {
 			set_ok(err);
@@ -80,8 +80,8 @@ enum backend_status backend_execute(struct backend *b, const char *url,
 	return st;
 }
 
-enum backend_status backend_file_get(struct backend *b, const char *url,
-				     const char *path, int fd, uint64_t *size_out,
+enum backend_status backend_file_get(struct backend *b, const char *url, const char *path,
+				     int fd, uint64_t *size_out,
 				     struct backend_error *err)
 {
 	struct backend_req r;
@@ -92,11 +92,13 @@ enum backend_status backend_file_get(struct backend *b, const char *url,
 	if (size_out)
 		*size_out = 0;
 	if (fd < 0)
-		return refuse(b, BACKEND_OP_FILE, BACKEND_BAD_REQUEST, err, "bad descriptor");
+		return refuse(b, BACKEND_OP_FILE, BACKEND_BAD_REQUEST, err,
+			      "bad descriptor");
 	p = backend_files_path(path, &invalid);
 	if (!p)
-		return refuse(b, BACKEND_OP_FILE, invalid ? BACKEND_BAD_REQUEST : BACKEND_LOCAL,
-			      err, invalid ? "invalid path" : "out of memory");
+		return refuse(b, BACKEND_OP_FILE,
+			      invalid ? BACKEND_BAD_REQUEST : BACKEND_LOCAL, err,
+			      invalid ? "invalid path" : "out of memory");
 	req_init(&r, BACKEND_OP_FILE, "GET", url, p);
 	r.get_fd = fd;
 	r.max_answer = b->cfg.max_json_bytes; /* only error answers kept */
@@ -111,9 +113,8 @@ enum backend_status backend_file_get(struct backend *b, const char *url,
 	return st;
 }
 
-enum backend_status backend_file_put(struct backend *b, const char *url,
-				     const char *path, int fd, uint64_t size,
-				     struct backend_error *err)
+enum backend_status backend_file_put(struct backend *b, const char *url, const char *path,
+				     int fd, uint64_t size, struct backend_error *err)
 {
 	struct backend_req r;
 	enum backend_status st;
@@ -121,14 +122,16 @@ enum backend_status backend_file_put(struct backend *b, const char *url,
 	char *p;
 
 	if (fd < 0)
-		return refuse(b, BACKEND_OP_FILE, BACKEND_BAD_REQUEST, err, "bad descriptor");
+		return refuse(b, BACKEND_OP_FILE, BACKEND_BAD_REQUEST, err,
+			      "bad descriptor");
 	if (!*path)
 		return refuse(b, BACKEND_OP_FILE, BACKEND_BAD_REQUEST, err,
 			      "cannot PUT the workspace root");
 	p = backend_files_path(path, &invalid);
 	if (!p)
-		return refuse(b, BACKEND_OP_FILE, invalid ? BACKEND_BAD_REQUEST : BACKEND_LOCAL,
-			      err, invalid ? "invalid path" : "out of memory");
+		return refuse(b, BACKEND_OP_FILE,
+			      invalid ? BACKEND_BAD_REQUEST : BACKEND_LOCAL, err,
+			      invalid ? "invalid path" : "out of memory");
 	req_init(&r, BACKEND_OP_FILE, "PUT", url, p);
 	r.put_fd = fd;
 	r.put_size = size;
@@ -155,8 +158,9 @@ enum backend_status backend_file_delete(struct backend *b, const char *url,
 			      "cannot DELETE the workspace root");
 	p = backend_files_path(path, &invalid);
 	if (!p)
-		return refuse(b, BACKEND_OP_FILE, invalid ? BACKEND_BAD_REQUEST : BACKEND_LOCAL,
-			      err, invalid ? "invalid path" : "out of memory");
+		return refuse(b, BACKEND_OP_FILE,
+			      invalid ? BACKEND_BAD_REQUEST : BACKEND_LOCAL, err,
+			      invalid ? "invalid path" : "out of memory");
 	req_init(&r, BACKEND_OP_FILE, "DELETE", url, p);
 	r.max_answer = b->cfg.max_json_bytes;
 	r.timeout_ms = b->cfg.request_timeout_ms;
@@ -180,8 +184,9 @@ enum backend_status backend_list(struct backend *b, const char *url, const char 
 	memset(out, 0, sizeof(*out));
 	p = backend_files_path(path, &invalid);
 	if (!p)
-		return refuse(b, BACKEND_OP_FILE, invalid ? BACKEND_BAD_REQUEST : BACKEND_LOCAL,
-			      err, invalid ? "invalid path" : "out of memory");
+		return refuse(b, BACKEND_OP_FILE,
+			      invalid ? BACKEND_BAD_REQUEST : BACKEND_LOCAL, err,
+			      invalid ? "invalid path" : "out of memory");
 	req_init(&r, BACKEND_OP_FILE, "GET", url, p);
 	r.max_answer = b->cfg.max_listing_bytes;
 	r.timeout_ms = b->cfg.request_timeout_ms;
@@ -194,10 +199,11 @@ enum backend_status backend_list(struct backend *b, const char *url, const char 
 			set_ok(err);
 		} else {
 			/* A file, not a directory, answers with its bytes. */
-			backend_set_error(err, st, (int)r.http_status,
-					  st == BACKEND_LOCAL
-						  ? "out of memory"
-						  : "listing does not parse (not a directory?)");
+			backend_set_error(
+			    err, st, (int)r.http_status,
+			    st == BACKEND_LOCAL
+				? "out of memory"
+				: "listing does not parse (not a directory?)");
 			backend_count_error(b);
 		}
 	}

@@ -45,10 +45,10 @@ struct xfer {
 	struct backend_req *r;
 	CURL *curl;
 
-	bool started;    /* PREREQFUNCTION ran: the request may be sent */
-	bool too_large;  /* the answer went over max_answer */
-	bool rewind_refused;
-	int local_errno; /* a descriptor read/write failed, or short file */
+	bool started;	     /* PREREQFUNCTION ran: the request may be sent */
+	bool too_large;	     /* the answer went over max_answer */
+	bool rewind_refused; /* libcurl wanted to resend a `once` body */
+	int local_errno;     /* a descriptor read/write failed, or short file */
 	bool short_file;
 
 	/* Body to send. */
@@ -313,12 +313,14 @@ static void authority(const char *url, char *out, size_t size)
 
 /* Classifies a failed transfer. Messages are libcurl's generic texts or
  * ours; never libcurl's error buffer, which names the host and port. */
-static enum backend_status classify(struct xfer *x, CURLcode rc, struct backend_error *err)
+static enum backend_status classify(struct xfer *x, CURLcode rc,
+				    struct backend_error *err)
 {
 	if (x->too_large) {
 		/* After an execute or a create, the server acted: an answer
 		 * too large to read leaves the outcome unknown. */
-		enum backend_status st = x->r->once ? BACKEND_BAD_ANSWER : BACKEND_TOO_LARGE;
+		enum backend_status st =
+		    x->r->once ? BACKEND_BAD_ANSWER : BACKEND_TOO_LARGE;
 
 		backend_set_error(err, st, (int)x->status, "answer larger than %zu bytes",
 				  x->r->max_answer);
@@ -363,8 +365,8 @@ static enum backend_status classify(struct xfer *x, CURLcode rc, struct backend_
 			what = curl_easy_strerror(rc);
 			break;
 		}
-		backend_set_error(err, BACKEND_NOT_SENT, 0, "%s (%s)",
-				  what, curl_easy_strerror(rc));
+		backend_set_error(err, BACKEND_NOT_SENT, 0, "%s (%s)", what,
+				  curl_easy_strerror(rc));
 		return BACKEND_NOT_SENT;
 	}
 	{
@@ -385,14 +387,15 @@ static enum backend_status classify(struct xfer *x, CURLcode rc, struct backend_
 			what = "answer cut short";
 			break;
 		case CURLE_SEND_FAIL_REWIND:
-			what = "connection died; not resent";
+			what = x->rewind_refused ? "connection died; not resent"
+						 : "body cannot be sent again";
 			break;
 		default:
 			what = curl_easy_strerror(rc);
 			break;
 		}
-		backend_set_error(err, BACKEND_ANSWER_LOST, (int)x->status,
-				  "%s (%s)", what, curl_easy_strerror(rc));
+		backend_set_error(err, BACKEND_ANSWER_LOST, (int)x->status, "%s (%s)",
+				  what, curl_easy_strerror(rc));
 	}
 	return BACKEND_ANSWER_LOST;
 }
@@ -626,7 +629,8 @@ enum backend_status backend_http(struct backend *b, struct backend_req *r,
 			if (!r->answer) {
 				r->answer = strdup("");
 				if (!r->answer) {
-					backend_set_error(err, BACKEND_LOCAL, 0, "out of memory");
+					backend_set_error(err, BACKEND_LOCAL, 0,
+							  "out of memory");
 					st = BACKEND_LOCAL;
 					goto out;
 				}

@@ -172,7 +172,8 @@ enum backend_status backend_json_listing(const char *buf, size_t len,
 	qsort(out->entries, k, sizeof(*out->entries), entry_cmp);
 	n = 0;
 	for (size_t i = 0; i < k; i++) {
-		if (n > 0 && strcmp(out->entries[n - 1].name, out->entries[i].name) == 0) {
+		if (n > 0 &&
+		    strcmp(out->entries[n - 1].name, out->entries[i].name) == 0) {
 			free(out->entries[i].name);
 			dropped++;
 			continue;

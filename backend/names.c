@@ -112,8 +112,7 @@ bool backend_sandbox_id_valid(const char *id)
 static bool unreserved(unsigned char c)
 {
 	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-	       (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
-	       c == '~';
+	       (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~';
 }
 
 /* Encodes s[0..n) at out; returns the bytes written (at most 3n). */

@@ -96,7 +96,8 @@ enum backend_status backend_orch_create(struct backend *b,
 
 enum backend_status backend_orch_get(struct backend *b,
 				     const struct backend_orchestrator *o, const char *id,
-				     struct backend_sandbox *out, struct backend_error *err)
+				     struct backend_sandbox *out,
+				     struct backend_error *err)
 {
 	struct backend_req r;
 	enum backend_status st;
@@ -144,8 +145,9 @@ enum backend_status backend_orch_list(struct backend *b,
 		} else {
 			backend_count_error(b);
 			backend_set_error(err, st, (int)r.http_status, "%s",
-					  st == BACKEND_LOCAL ? "out of memory"
-							      : "sandbox list does not parse");
+					  st == BACKEND_LOCAL
+					      ? "out of memory"
+					      : "sandbox list does not parse");
 		}
 	}
 	free(r.answer);

@@ -250,8 +250,10 @@ int cache_fetch(struct wsfile *f)
 	const char *name;
 	char *parent = ws_parent(f->path, &name);
 	struct wsentry *e = parent ? dir_find(dir_cached(ws, parent), name) : NULL;
-	if (e)
+	if (e) {
 		want = e->size;
+		f->mtime = e->seen; /* the time the listing shows for it */
+	}
 	free(parent);
 	int rc = cache_reserve(c, f, want);
 	pthread_mutex_unlock(&c->lock);

@@ -143,6 +143,23 @@ static bool made_here(const struct workspace *ws, const char *path)
 	return false;
 }
 
+/* Gives e the time of this mount's copy of it, when there is one of the
+ * same size and e was not listed before. */
+static void keep_time_of_file(struct workspace *ws, struct wsdir *d, struct wsentry *e)
+{
+	char *p = ws_join(d->path, e->name);
+	if (!p)
+		return;
+	struct wsfile *f = file_find(ws, p);
+	free(p);
+	if (!f || !f->present || f->size != e->size || f->dirty)
+		return;
+	if (e->seen.tv_sec < f->mtime.tv_sec ||
+	    (e->seen.tv_sec == f->mtime.tv_sec && e->seen.tv_nsec <= f->mtime.tv_nsec))
+		return; /* older already: it was listed before */
+	e->seen = f->mtime;
+}
+
 int dir_load(struct workspace *ws, const char *path, struct wsdir **out)
 {
 	struct wscache *c = ws->c;
@@ -234,6 +251,10 @@ int dir_load(struct workspace *ws, const char *path, struct wsdir **out)
 			}
 		}
 		ents_free(old, nold);
+		/* A file this mount wrote or read keeps the time it had here. */
+		for (size_t i = 0; i < d->n; i++)
+			if (!d->ents[i].is_dir)
+				keep_time_of_file(ws, d, &d->ents[i]);
 		d->err = 0;
 		d->loaded = true;
 		dir_merge_local(ws, d, &now);

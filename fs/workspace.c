@@ -240,6 +240,24 @@ void meta_drop(struct workspace *ws, const char *path)
 		meta_free(ws, m);
 }
 
+/* Moves the metadata of the file from to to (replacing to's). */
+void meta_move_file(struct workspace *ws, const char *from, const char *to)
+{
+	meta_drop(ws, to);
+	struct wsmeta *m = meta_get(ws, from, false);
+	char *np = m ? strdup(to) : NULL;
+	if (!np)
+		return;
+	htab_del(&ws->metas, &m->h);
+	free(m->path);
+	m->path = np;
+	m->h.key = np;
+	/* A file put at a new name has the server's default mode. */
+	if (m->has_mode)
+		m->mode_queued = true;
+	htab_add(&ws->metas, &m->h);
+}
+
 /* Moves the metadata of from, and of everything below it, to to. */
 void meta_move(struct workspace *ws, const char *from, const char *to)
 {
@@ -380,12 +398,22 @@ static void workspace_free(struct workspace *ws)
 }
 
 /* Uploads every dirty file of ws once (or of every workspace when ws is
- * NULL). Returns the number that failed. */
-static int flush_all(struct wscache *c, struct workspace *only)
+ * NULL), starting none after budget_ms. Returns the number not uploaded. */
+static int flush_all(struct wscache *c, struct workspace *only, uint64_t budget_ms)
 {
 	int failed = 0;
+	uint64_t deadline = ws_now_ms() + budget_ms;
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
+		if (ws_now_ms() > deadline) {
+			for (struct workspace *ws = c->wss; ws; ws = ws->next)
+				for (struct wsfile *f = ws->all; f; f = f->ws_next)
+					failed += (!only || ws == only) && !ws->gone &&
+						  (f->dirty || f->pending) &&
+						  !f->unlinked && f->path &&
+						  f->attempts >= 0;
+			break;
+		}
 		struct wsfile *pick = NULL;
 		for (struct workspace *ws = c->wss; ws && !pick; ws = ws->next) {
 			if ((only && ws != only) || ws->gone)
@@ -431,7 +459,7 @@ void wscache_free(struct wscache *c)
 		pthread_join(c->thread, NULL);
 		c->running = false;
 	}
-	int failed = flush_all(c, NULL);
+	int failed = flush_all(c, NULL, 10000);
 	if (failed)
 		fprintf(stderr,
 			"sandboxfs: %d uploads still pending; they are retried at the "
@@ -653,7 +681,7 @@ int workspace_before_command(struct workspace *ws)
 	/* The command sees what was written here, even by descriptors still
 	 * open or not yet released (an empty "touch" is uploaded at release,
 	 * which the kernel sends after close returns). */
-	if (flush_all(c, ws) > 0)
+	if (flush_all(c, ws, 60000) > 0)
 		result = -EIO;
 	for (int round = 0; round < 64; round++) {
 		/* One command per round: "chmod MODE -- 'a' 'b'" groups. */
@@ -863,7 +891,7 @@ void workspace_forget(struct wscache *c, const char *sandbox_id)
 	pthread_mutex_unlock(&c->lock);
 	if (!ws)
 		return;
-	flush_all(c, ws);
+	flush_all(c, ws, 10000);
 	/* Open handles may still point into it, and the retry thread keeps
 	 * trying what is pending: the object lives until wscache_free. */
 	pthread_mutex_lock(&c->lock);

@@ -75,9 +75,9 @@ struct workspace *workspace_get(struct wscache *c, const char *sandbox_id,
 void workspace_invalidate(struct workspace *ws);
 /* Applies what must reach the sandbox before its next command: uploads of
  * files written here and not yet uploaded, then the queued modes in
- * batched chmod commands through cfg->exec. Called by the command path before the user's
- * command takes the seat (cfg->exec needs the seat free); returns 0,
- * -EBUSY when the seat is taken, or another negative errno. */
+ * batched chmod commands through cfg->exec. Called by the command path
+ * with the seat held by this mount, before it sends the user's command
+ * (cfg->exec runs nested in that seat). Returns 0 or a negative errno. */
 int workspace_before_command(struct workspace *ws);
 /* The sandbox is gone: pending uploads are abandoned (journaled) and their
  * data kept for rescue under the state directory. */

@@ -201,6 +201,7 @@ bool ws_machinery(const struct workspace *ws, const char *dir, const char *name)
 struct wsmeta *meta_get(struct workspace *ws, const char *path, bool create);
 void meta_drop(struct workspace *ws, const char *path);
 void meta_move(struct workspace *ws, const char *from, const char *to);
+void meta_move_file(struct workspace *ws, const char *from, const char *to);
 
 /* cache.c (c->lock held unless said otherwise) */
 struct wsfile *file_find(struct workspace *ws, const char *path);

@@ -108,7 +108,9 @@ static void fill_stat(struct workspace *ws, const char *rel, const struct wsattr
 	if (m && m->has_mode)
 		perm = m->mode & 07777;
 	st->st_mode = (a->is_dir ? S_IFDIR : S_IFREG) | perm;
-	st->st_nlink = a->is_dir ? 2 : 1;
+	/* 1 for directories too: the number of subdirectories is unknown, and
+	 * find's leaf optimisation must not trust a made-up 2. */
+	st->st_nlink = 1;
 	st->st_uid = cfg->uid;
 	st->st_gid = cfg->gid;
 	st->st_size = (off_t)a->size;
@@ -148,7 +150,7 @@ int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st,
 		pthread_mutex_unlock(&c->lock);
 		return 0;
 	}
-	int rc = ws_check_path(rel);
+	int rc = ws_check(ws, rel);
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&c->lock);
@@ -165,7 +167,7 @@ int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st,
 int workspace_readdir(struct workspace *ws, const char *rel, void *buf,
 		      fuse_fill_dir_t filler, enum fuse_readdir_flags flags)
 {
-	int rc = ws_check_path(rel);
+	int rc = ws_check(ws, rel);
 	if (rc < 0)
 		return rc;
 	struct wscache *c = ws->c;
@@ -822,7 +824,7 @@ static int rename_file(struct workspace *ws, const char *from, const char *to)
 		f->remote_exists = true;
 		struct wsmeta *m = meta_get(ws, from, false);
 		bool has_times = m && m->has_times;
-		meta_move(ws, from, to);
+		meta_move_file(ws, from, to);
 		dir_upsert(ws, to, size, false, has_times ? NULL : &f->mtime);
 		c->n.renames++;
 	} else if (st == BACKEND_OK || rc == -EIO) {

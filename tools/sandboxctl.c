@@ -18,48 +18,48 @@
 /* Exit codes (exec exits with the command's own code instead). */
 enum {
 	EX_OK = 0,
-	EX_FAIL = 1,      /* other failures: server error, bad answer, local */
-	EX_USAGE = 2,     /* bad command line or configuration */
-	EX_NOTFOUND = 3,  /* 404 */
-	EX_NOTSENT = 4,   /* not reachable: the request was not sent */
-	EX_LOST = 5,      /* answer lost: the outcome is unknown */
-	EX_CONFLICT = 6,  /* 409: busy seat or id already live */
-	EX_DENIED = 7,    /* 401/403 */
+	EX_FAIL = 1,	    /* other failures: server error, bad answer, local */
+	EX_USAGE = 2,	    /* bad command line or configuration */
+	EX_NOTFOUND = 3,    /* 404 */
+	EX_NOTSENT = 4,	    /* not reachable: the request was not sent */
+	EX_LOST = 5,	    /* answer lost: the outcome is unknown */
+	EX_CONFLICT = 6,    /* 409: busy seat or id already live */
+	EX_DENIED = 7,	    /* 401/403 */
 	EX_EXEC_FAIL = 125, /* exec: the machinery failed (see stderr) */
 };
 
 static const char usage_text[] =
-	"usage: sandboxctl [OPTIONS] VERB [ARGS]\n"
-	"\n"
-	"Sandbox verbs (the sandbox URL comes from --url-file F or env SANDBOX_URL):\n"
-	"  exec CMD [--timeout S]   run CMD; print its stdout and stderr; exit with\n"
-	"                           its exit code (125 when the machinery failed)\n"
-	"  get PATH [OUT]           download a workspace file (to stdout by default)\n"
-	"  put PATH [IN]            upload a file (from stdin by default)\n"
-	"  ls [PATH]                list a directory: type, size, name\n"
-	"  rm PATH                  delete a file or a whole tree\n"
-	"  health                   check /healthz\n"
-	"  bench-exec N             N executes of ':' on one thread (keep-alive)\n"
-	"  bench-put N SIZE         N uploads of SIZE bytes\n"
-	"  bench-get N [SIZE]       N downloads of a SIZE-byte file (default 1 MiB)\n"
-	"                           benchmarks print median/p99 latency and the\n"
-	"                           number of TCP connections opened\n"
-	"\n"
-	"Orchestrator verbs (--orchestrator URL or env SANDBOXFS_ORCHESTRATOR;\n"
-	"token from --token-file F or env SANDBOXFS_TOKEN):\n"
-	"  create ID [--pool P] [--idle S] [--save-url F]\n"
-	"  list\n"
-	"  info ID [--save-url F]\n"
-	"  delete ID\n"
-	"  --save-url F writes the sandbox's URL to F (mode 0600); URLs are\n"
-	"  never printed.\n"
-	"\n"
-	"Options: --connect-timeout MS, --insecure (no TLS verification),\n"
-	"  --ca-file F, -h/--help.\n"
-	"\n"
-	"Exit codes: 0 ok, 1 failure, 2 usage, 3 not found, 4 not sent\n"
-	"  (unreachable), 5 answer lost (outcome unknown), 6 conflict (busy or\n"
-	"  exists), 7 denied.\n";
+    "usage: sandboxctl [OPTIONS] VERB [ARGS]\n"
+    "\n"
+    "Sandbox verbs (the sandbox URL comes from --url-file F or env SANDBOX_URL):\n"
+    "  exec CMD [--timeout S]   run CMD; print its stdout and stderr; exit with\n"
+    "                           its exit code (125 when the machinery failed)\n"
+    "  get PATH [OUT]           download a workspace file (to stdout by default)\n"
+    "  put PATH [IN]            upload a file (from stdin by default)\n"
+    "  ls [PATH]                list a directory: type, size, name\n"
+    "  rm PATH                  delete a file or a whole tree\n"
+    "  health                   check /healthz\n"
+    "  bench-exec N             N executes of ':' on one thread (keep-alive)\n"
+    "  bench-put N SIZE         N uploads of SIZE bytes\n"
+    "  bench-get N [SIZE]       N downloads of a SIZE-byte file (default 1 MiB)\n"
+    "                           benchmarks print median/p99 latency and the\n"
+    "                           number of TCP connections opened\n"
+    "\n"
+    "Orchestrator verbs (--orchestrator URL or env SANDBOXFS_ORCHESTRATOR;\n"
+    "token from --token-file F or env SANDBOXFS_TOKEN):\n"
+    "  create ID [--pool P] [--idle S] [--save-url F]\n"
+    "  list\n"
+    "  info ID [--save-url F]\n"
+    "  delete ID\n"
+    "  --save-url F writes the sandbox's URL to F (mode 0600); URLs are\n"
+    "  never printed.\n"
+    "\n"
+    "Options: --connect-timeout MS, --insecure (no TLS verification),\n"
+    "  --ca-file F, -h/--help.\n"
+    "\n"
+    "Exit codes: 0 ok, 1 failure, 2 usage, 3 not found, 4 not sent\n"
+    "  (unreachable), 5 answer lost (outcome unknown), 6 conflict (busy or\n"
+    "  exists), 7 denied.\n";
 
 struct opts {
 	const char *url_file, *orchestrator, *token_file, *pool, *save_url, *ca_file;
@@ -131,7 +131,8 @@ static char *sandbox_url(const struct opts *o)
 	env = getenv("SANDBOX_URL");
 	if (env && *env)
 		return strdup(env);
-	fprintf(stderr, "sandboxctl: no sandbox URL: use --url-file F or env SANDBOX_URL\n");
+	fprintf(stderr,
+		"sandboxctl: no sandbox URL: use --url-file F or env SANDBOX_URL\n");
 	return NULL;
 }
 
@@ -140,7 +141,8 @@ static bool orchestrator(const struct opts *o, struct backend_orchestrator *orch
 {
 	const char *env;
 
-	orch->base_url = o->orchestrator ? o->orchestrator : getenv("SANDBOXFS_ORCHESTRATOR");
+	orch->base_url =
+	    o->orchestrator ? o->orchestrator : getenv("SANDBOXFS_ORCHESTRATOR");
 	if (!orch->base_url || !*orch->base_url) {
 		fprintf(stderr, "sandboxctl: no orchestrator: use --orchestrator URL or "
 				"env SANDBOXFS_ORCHESTRATOR\n");
@@ -170,7 +172,8 @@ static bool save_url(const char *path, const char *url)
 	}
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0 || fchmod(fd, 0600) < 0) {
-		fprintf(stderr, "sandboxctl: cannot write the URL file: %s\n", strerror(errno));
+		fprintf(stderr, "sandboxctl: cannot write the URL file: %s\n",
+			strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return false;
@@ -274,7 +277,8 @@ static int run_bench(struct backend *b, const char *url, const char *verb, int a
 		}
 	}
 	if (strcmp(verb, "bench-get") == 0) {
-		st = backend_file_put(b, url, "sandboxctl-bench/get", fd, (uint64_t)size, &e);
+		st = backend_file_put(b, url, "sandboxctl-bench/get", fd, (uint64_t)size,
+				      &e);
 		close(fd);
 		fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	}
@@ -291,7 +295,8 @@ static int run_bench(struct backend *b, const char *url, const char *verb, int a
 			st = backend_file_put(b, url, "sandboxctl-bench/put", fd,
 					      (uint64_t)size, &e);
 		} else {
-			st = backend_file_get(b, url, "sandboxctl-bench/get", fd, NULL, &e);
+			st = backend_file_get(b, url, "sandboxctl-bench/get", fd, NULL,
+					      &e);
 		}
 		lat[i] = now_us() - t;
 	}
@@ -321,7 +326,8 @@ static int run_sandbox_verb(struct backend *b, const struct opts *o, const char 
 		struct backend_exec_result r;
 
 		if (argc != 1) {
-			fprintf(stderr, "sandboxctl: exec takes one command (quote it)\n");
+			fprintf(stderr,
+				"sandboxctl: exec takes one command (quote it)\n");
 			rc = EX_USAGE;
 			goto out;
 		}
@@ -350,7 +356,8 @@ static int run_sandbox_verb(struct backend *b, const struct opts *o, const char 
 			/* Written aside and renamed, so OUT is never half a file. */
 			if (asprintf(&tmp, "%s.sandboxctl-XXXXXX", argv[1]) < 0 ||
 			    (fd = mkstemp(tmp)) < 0) {
-				fprintf(stderr, "sandboxctl: cannot create the output: %s\n",
+				fprintf(stderr,
+					"sandboxctl: cannot create the output: %s\n",
 					strerror(errno));
 				free(tmp);
 				rc = EX_FAIL;
@@ -408,7 +415,8 @@ static int run_sandbox_verb(struct backend *b, const struct opts *o, const char 
 				}
 			}
 			if (n < 0 || fstat(t, &sb) != 0) {
-				fprintf(stderr, "sandboxctl: cannot spool the input: %s\n",
+				fprintf(stderr,
+					"sandboxctl: cannot spool the input: %s\n",
 					strerror(errno));
 				close(t);
 				rc = EX_FAIL;
@@ -435,7 +443,8 @@ static int run_sandbox_verb(struct backend *b, const struct opts *o, const char 
 			printf("%c %12llu %s\n", l.entries[i].is_dir ? 'd' : '-',
 			       (unsigned long long)l.entries[i].size, l.entries[i].name);
 		if (l.dropped)
-			fprintf(stderr, "sandboxctl: %zu invalid entries dropped\n", l.dropped);
+			fprintf(stderr, "sandboxctl: %zu invalid entries dropped\n",
+				l.dropped);
 		backend_listing_clear(&l);
 	} else if (strcmp(verb, "rm") == 0) {
 		if (argc != 1) {
@@ -463,7 +472,8 @@ out:
 
 static const char *state_name(enum backend_sandbox_state s)
 {
-	static const char *names[] = {"creating", "ready", "failed", "deleting", "unknown"};
+	static const char *names[] = {"creating", "ready", "failed", "deleting",
+				      "unknown"};
 
 	return names[s];
 }
@@ -487,9 +497,9 @@ static int run_orch_verb(struct backend *b, const struct opts *o, const char *ve
 	}
 	if (strcmp(verb, "create") == 0) {
 		struct backend_create_request req = {
-			.id = argv[0],
-			.pool = o->pool ? o->pool : "default",
-			.idle_timeout_s = o->idle_s,
+		    .id = argv[0],
+		    .pool = o->pool ? o->pool : "default",
+		    .idle_timeout_s = o->idle_s,
 		};
 
 		st = backend_orch_create(b, &orch, &req, &s, &e);
@@ -550,21 +560,22 @@ out:
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"url-file", required_argument, NULL, 'u'},
-		{"orchestrator", required_argument, NULL, 'o'},
-		{"token-file", required_argument, NULL, 'k'},
-		{"timeout", required_argument, NULL, 't'},
-		{"pool", required_argument, NULL, 'p'},
-		{"idle", required_argument, NULL, 'i'},
-		{"save-url", required_argument, NULL, 's'},
-		{"connect-timeout", required_argument, NULL, 'c'},
-		{"ca-file", required_argument, NULL, 'a'},
-		{"insecure", no_argument, NULL, 'I'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"url-file", required_argument, NULL, 'u'},
+	    {"orchestrator", required_argument, NULL, 'o'},
+	    {"token-file", required_argument, NULL, 'k'},
+	    {"timeout", required_argument, NULL, 't'},
+	    {"pool", required_argument, NULL, 'p'},
+	    {"idle", required_argument, NULL, 'i'},
+	    {"save-url", required_argument, NULL, 's'},
+	    {"connect-timeout", required_argument, NULL, 'c'},
+	    {"ca-file", required_argument, NULL, 'a'},
+	    {"insecure", no_argument, NULL, 'I'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
-	static const char *sandbox_verbs[] = {"exec", "get", "put", "ls", "rm", "health",
-					      "bench-exec", "bench-put", "bench-get", NULL};
+	static const char *sandbox_verbs[] = {
+	    "exec",   "get",	    "put",	 "ls",	      "rm",
+	    "health", "bench-exec", "bench-put", "bench-get", NULL};
 	static const char *orch_verbs[] = {"create", "list", "info", "delete", NULL};
 	struct opts o = {.timeout_s = 60};
 	struct backend_config cfg;
@@ -603,7 +614,9 @@ int main(int argc, char **argv)
 
 			if (!parse_long(optarg, &v)) {
 				fprintf(stderr, "sandboxctl: bad number for --%s\n",
-					c == 't' ? "timeout" : c == 'i' ? "idle" : "connect-timeout");
+					c == 't'   ? "timeout"
+					: c == 'i' ? "idle"
+						   : "connect-timeout");
 				return EX_USAGE;
 			}
 			if (c == 't')

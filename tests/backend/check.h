@@ -30,7 +30,7 @@ static int check_count;
 		check_count++;                                                           \
 		if (got_ != (want)) {                                                    \
 			check_failures++;                                                \
-			fprintf(stderr, "%s:%d: %s: got '%s', want '%s'\n", __FILE__,     \
+			fprintf(stderr, "%s:%d: %s: got '%s', want '%s'\n", __FILE__,    \
 				__LINE__, #expr, backend_status_name(got_),              \
 				backend_status_name(want));                              \
 		}                                                                        \
@@ -39,8 +39,8 @@ static int check_count;
 static int check_secrets;
 
 /* A failure message must not name the URL, host:port, port or token. */
-static inline void check_no_secret(const struct backend_error *e, const char *url, int port,
-				   const char *token)
+static inline void check_no_secret(const struct backend_error *e, const char *url,
+				   int port, const char *token)
 {
 	char hp[64], p[16];
 
@@ -58,7 +58,8 @@ static inline void check_no_secret(const struct backend_error *e, const char *ur
 static inline int check_done(const char *name)
 {
 	if (check_secrets)
-		printf("%s: %d failure messages checked for secrets\n", name, check_secrets);
+		printf("%s: %d failure messages checked for secrets\n", name,
+		       check_secrets);
 	printf("%s: %d checks, %d failed\n", name, check_count, check_failures);
 	return check_failures ? 1 : 0;
 }

@@ -124,7 +124,8 @@ static void start(struct server *s, bool orch)
 		if (f) {
 			if (fscanf(f, "%d", &s->port) == 1 && s->port > 0) {
 				fclose(f);
-				snprintf(s->url, sizeof(s->url), "http://127.0.0.1:%d", s->port);
+				snprintf(s->url, sizeof(s->url), "http://127.0.0.1:%d",
+					 s->port);
 				return;
 			}
 			fclose(f);
@@ -318,7 +319,8 @@ static void *canned_main(void *arg)
 			if (!end)
 				continue;
 			cl = strcasestr(buf, "content-length:");
-			if (!cl || (size_t)(end + 4 - buf) + strtoul(cl + 15, NULL, 10) <= got)
+			if (!cl ||
+			    (size_t)(end + 4 - buf) + strtoul(cl + 15, NULL, 10) <= got)
 				break;
 		}
 		pthread_mutex_lock(c->lock);
@@ -336,13 +338,15 @@ static void *canned_main(void *arg)
 
 void canned_start(struct canned *c)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof(a);
 	pthread_t *t = malloc(sizeof(*t));
 
 	c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (!t || c->fd < 0 || bind(c->fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-	    listen(c->fd, 16) != 0 || getsockname(c->fd, (struct sockaddr *)&a, &len) != 0) {
+	    listen(c->fd, 16) != 0 ||
+	    getsockname(c->fd, (struct sockaddr *)&a, &len) != 0) {
 		perror("canned");
 		exit(1);
 	}
@@ -369,7 +373,8 @@ void canned_set(struct canned *c, const char *response)
 
 void canned_stop(struct canned *c)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)c->port),
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons((uint16_t)c->port),
 				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 

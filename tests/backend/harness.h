@@ -17,10 +17,10 @@
 struct server {
 	pid_t pid;
 	int port;
-	char url[64];    /* http://127.0.0.1:PORT */
-	char dir[256];   /* private temporary directory */
+	char url[64];  /* http://127.0.0.1:PORT */
+	char dir[256]; /* private temporary directory */
 	char workspace[300];
-	char token[65];  /* orchestrator mode: the bearer token */
+	char token[65]; /* orchestrator mode: the bearer token */
 	bool orchestrator;
 };
 

@@ -23,8 +23,9 @@ static void execute_calls(void)
 	struct backend_exec_result r;
 	struct backend_error e;
 
-	CHECK_ST(backend_execute(b, srv.url, "echo out; echo err >&2; exit 3", 30, &r, &e),
-		 BACKEND_OK);
+	CHECK_ST(
+	    backend_execute(b, srv.url, "echo out; echo err >&2; exit 3", 30, &r, &e),
+	    BACKEND_OK);
 	CHECK(r.exit_code == 3 && strcmp(r.out, "out\n") == 0 && r.out_len == 4);
 	CHECK(strcmp(r.err, "err\n") == 0 && !r.truncated && r.duration_ms >= 0);
 	CHECK(e.status == BACKEND_OK);
@@ -79,7 +80,8 @@ static void error_classes(void)
 	char *big;
 
 	/* 404 */
-	CHECK_ST(backend_file_get(b, srv.url, "no/such/file", fd, &got, &e), BACKEND_NOT_FOUND);
+	CHECK_ST(backend_file_get(b, srv.url, "no/such/file", fd, &got, &e),
+		 BACKEND_NOT_FOUND);
 	CHECK(e.http_status == 404 && strlen(e.message) > 0);
 	check_no_secret(&e, srv.url, srv.port, NULL);
 	CHECK(backend_errno(e.status, BACKEND_OP_FILE) == ENOENT);
@@ -103,8 +105,10 @@ static void error_classes(void)
 		for (int i = 0; i < 1000 && stat(marker, &sb) != 0; i++)
 			usleep(10000);
 	}
-	CHECK_ST(backend_execute(b, srv.url, "echo second", 30, &r, &e), BACKEND_CONFLICT);
-	CHECK(e.http_status == 409 && backend_errno(e.status, BACKEND_OP_EXECUTE) == EBUSY);
+	CHECK_ST(backend_execute(b, srv.url, "echo second", 30, &r, &e),
+		 BACKEND_CONFLICT);
+	CHECK(e.http_status == 409 &&
+	      backend_errno(e.status, BACKEND_OP_EXECUTE) == EBUSY);
 	CHECK(strstr(e.message, "already running") != NULL); /* the server's words */
 	check_no_secret(&e, srv.url, srv.port, NULL);
 	pthread_join(t, NULL);
@@ -116,7 +120,8 @@ static void error_classes(void)
 	memcpy(big, "echo ", 5);
 	big[(9 << 20) - 1] = '\0';
 	CHECK_ST(backend_execute(b, srv.url, big, 30, &r, &e), BACKEND_TOO_LARGE);
-	CHECK(e.http_status == 413 && backend_errno(e.status, BACKEND_OP_EXECUTE) == EFBIG);
+	CHECK(e.http_status == 413 &&
+	      backend_errno(e.status, BACKEND_OP_EXECUTE) == EFBIG);
 	check_no_secret(&e, srv.url, srv.port, NULL);
 	free(big);
 
@@ -133,18 +138,18 @@ static void error_classes(void)
 static void files_and_names(void)
 {
 	static const char *names[] = {
-		"plain.txt",
-		"with space.txt",
-		"hash#tag",
-		"question?mark",
-		"percent%41%zz",
-		"plus+equals=amp&semi;",
-		"caf\xc3\xa9",
-		"\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e.txt",
-		"dir with space/inner #?%.txt",
-		"\xf0\x9f\x98\x80/emoji dir/file",
-		"'quotes\" and \\backslash",
-		"~tilde-_.",
+	    "plain.txt",
+	    "with space.txt",
+	    "hash#tag",
+	    "question?mark",
+	    "percent%41%zz",
+	    "plus+equals=amp&semi;",
+	    "caf\xc3\xa9",
+	    "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e.txt",
+	    "dir with space/inner #?%.txt",
+	    "\xf0\x9f\x98\x80/emoji dir/file",
+	    "'quotes\" and \\backslash",
+	    "~tilde-_.",
 	};
 	struct backend_error e;
 	struct backend_listing l;
@@ -159,19 +164,21 @@ static void files_and_names(void)
 
 		snprintf(path, sizeof(path), "names/%s", names[i]);
 		if (slash) {
-			snprintf(parent, sizeof(parent), "names/%.*s", (int)(slash - names[i]),
-				 names[i]);
+			snprintf(parent, sizeof(parent), "names/%.*s",
+				 (int)(slash - names[i]), names[i]);
 			base = slash + 1;
 		} else {
 			snprintf(parent, sizeof(parent), "names");
 		}
-		CHECK_ST(backend_file_put(b, srv.url, path, in, 100 + i * 37, &e), BACKEND_OK);
+		CHECK_ST(backend_file_put(b, srv.url, path, in, 100 + i * 37, &e),
+			 BACKEND_OK);
 		CHECK_ST(backend_file_get(b, srv.url, path, out, &got, &e), BACKEND_OK);
 		CHECK(got == 100 + i * 37 && fd_matches(out, 100 + i * 37, (unsigned)i));
 		CHECK_ST(backend_list(b, srv.url, parent, &l, &e), BACKEND_OK);
 		for (size_t k = 0; k < l.count; k++)
 			listed |= strcmp(l.entries[k].name, base) == 0 &&
-				  l.entries[k].size == 100 + i * 37 && !l.entries[k].is_dir;
+				  l.entries[k].size == 100 + i * 37 &&
+				  !l.entries[k].is_dir;
 		CHECK(listed);
 		if (!listed)
 			fprintf(stderr, "  name %zu not listed\n", i);
@@ -181,10 +188,12 @@ static void files_and_names(void)
 			char disk[600];
 
 			snprintf(disk, sizeof(disk), "%s/%s", srv.workspace, path);
-			CHECK(stat(disk, &sb) == 0 && sb.st_size == (off_t)(100 + i * 37));
+			CHECK(stat(disk, &sb) == 0 &&
+			      sb.st_size == (off_t)(100 + i * 37));
 		}
 		CHECK_ST(backend_file_delete(b, srv.url, path, &e), BACKEND_OK);
-		CHECK_ST(backend_file_get(b, srv.url, path, out, &got, &e), BACKEND_NOT_FOUND);
+		CHECK_ST(backend_file_get(b, srv.url, path, out, &got, &e),
+			 BACKEND_NOT_FOUND);
 		close(in);
 		close(out);
 	}
@@ -195,7 +204,8 @@ static void files_and_names(void)
 		bool dir = false;
 
 		for (size_t k = 0; k < l.count; k++)
-			dir |= strcmp(l.entries[k].name, "names") == 0 && l.entries[k].is_dir;
+			dir |= strcmp(l.entries[k].name, "names") == 0 &&
+			       l.entries[k].is_dir;
 		CHECK(dir);
 	}
 	backend_listing_clear(&l);
@@ -216,7 +226,8 @@ static void files_and_names(void)
 		uint64_t got = 99;
 
 		CHECK_ST(backend_file_put(b, srv.url, "empty", in, 0, &e), BACKEND_OK);
-		CHECK_ST(backend_file_get(b, srv.url, "empty", out, &got, &e), BACKEND_OK);
+		CHECK_ST(backend_file_get(b, srv.url, "empty", out, &got, &e),
+			 BACKEND_OK);
 		CHECK(got == 0);
 		close(in);
 		close(out);
@@ -239,22 +250,28 @@ static void large_files(void)
 	cfg.max_exec_bytes = 4096;
 	cfg.max_listing_bytes = 4096;
 	small = backend_new(&cfg);
-	CHECK_ST(backend_file_put(small, srv.url, "big/file.bin", in, size, &e), BACKEND_OK);
-	CHECK_ST(backend_file_get(small, srv.url, "big/file.bin", out, &got, &e), BACKEND_OK);
+	CHECK_ST(backend_file_put(small, srv.url, "big/file.bin", in, size, &e),
+		 BACKEND_OK);
+	CHECK_ST(backend_file_get(small, srv.url, "big/file.bin", out, &got, &e),
+		 BACKEND_OK);
 	CHECK(got == size && fd_matches(out, size, 7));
 	/* put_size smaller than the file: only that prefix is sent. */
-	CHECK_ST(backend_file_put(small, srv.url, "big/prefix", in, 1000, &e), BACKEND_OK);
+	CHECK_ST(backend_file_put(small, srv.url, "big/prefix", in, 1000, &e),
+		 BACKEND_OK);
 	CHECK_ST(backend_list(small, srv.url, "big", &l, &e), BACKEND_OK);
 	CHECK(l.count == 2 && l.entries[1].size == 1000);
 	backend_listing_clear(&l);
 	/* A size larger than the file: refused locally, nothing half-written. */
-	CHECK_ST(backend_file_put(small, srv.url, "big/short", in, size + 10, &e), BACKEND_LOCAL);
-	CHECK_ST(backend_file_get(small, srv.url, "big/short", out, &got, &e), BACKEND_NOT_FOUND);
+	CHECK_ST(backend_file_put(small, srv.url, "big/short", in, size + 10, &e),
+		 BACKEND_LOCAL);
+	CHECK_ST(backend_file_get(small, srv.url, "big/short", out, &got, &e),
+		 BACKEND_NOT_FOUND);
 	/* A descriptor that cannot be written: local error. */
 	{
 		int ro = open("/dev/null", O_RDONLY);
 
-		CHECK_ST(backend_file_get(small, srv.url, "big/prefix", ro, &got, &e), BACKEND_LOCAL);
+		CHECK_ST(backend_file_get(small, srv.url, "big/prefix", ro, &got, &e),
+			 BACKEND_LOCAL);
 		close(ro);
 	}
 	backend_free(small);
@@ -308,7 +325,8 @@ static void health_and_stats(void)
 	       (unsigned long long)s.requests[BACKEND_OP_FILE],
 	       (unsigned long long)s.requests[BACKEND_OP_HEALTH],
 	       (unsigned long long)s.errors, (unsigned long long)s.connections_opened,
-	       (unsigned long long)s.latency_p50_us, (unsigned long long)s.latency_p99_us);
+	       (unsigned long long)s.latency_p50_us,
+	       (unsigned long long)s.latency_p99_us);
 }
 
 int main(int argc, char **argv)

@@ -7,8 +7,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -83,7 +83,8 @@ static void not_sent(void)
 		char url[64];
 		double t0;
 
-		CHECK(bind(lfd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(lfd, 0) == 0 &&
+		CHECK(bind(lfd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+		      listen(lfd, 0) == 0 &&
 		      getsockname(lfd, (struct sockaddr *)&a, &alen) == 0);
 		for (int i = 0; i < 8; i++) {
 			fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
@@ -94,8 +95,10 @@ static void not_sent(void)
 		cfg.connect_timeout_ms = 500;
 		quick = backend_new(&cfg);
 		t0 = now_s();
-		CHECK_ST(backend_execute(quick, url, "echo never", 5, &r, &e), BACKEND_NOT_SENT);
-		printf("connect timeout: not sent after %.2f s: %s\n", now_s() - t0, e.message);
+		CHECK_ST(backend_execute(quick, url, "echo never", 5, &r, &e),
+			 BACKEND_NOT_SENT);
+		printf("connect timeout: not sent after %.2f s: %s\n", now_s() - t0,
+		       e.message);
 		CHECK(now_s() - t0 < 3.0);
 		check_no_secret(&e, url, ntohs(a.sin_port), NULL);
 		backend_free(quick);
@@ -140,7 +143,8 @@ static void answer_lost(void)
 
 		snprintf(cmd, sizeof(cmd), "echo once-%d", i);
 		backend_get_stats(b, &s0);
-		CHECK_ST(backend_execute(b, srv.url, cmd, 30, &r, &e), BACKEND_ANSWER_LOST);
+		CHECK_ST(backend_execute(b, srv.url, cmd, 30, &r, &e),
+			 BACKEND_ANSWER_LOST);
 		backend_get_stats(b, &s1);
 		/* It went out on the reused connection; libcurl wanted to send
 		 * it again on a new one (which libcurl 7.88 connects before it
@@ -161,7 +165,8 @@ static void answer_lost(void)
 	 * was written, no answer came back), so it must also be "answer lost":
 	 * only the server knows it did not run the command. */
 	admin_faults(srv.url, "{\"drop_before\":true,\"routes\":\"execute\"}");
-	CHECK_ST(backend_execute(b, srv.url, "echo dropped", 30, &r, &e), BACKEND_ANSWER_LOST);
+	CHECK_ST(backend_execute(b, srv.url, "echo dropped", 30, &r, &e),
+		 BACKEND_ANSWER_LOST);
 	CHECK(admin_log_count(srv.url, "echo dropped") == 0);
 	check_no_secret(&e, srv.url, srv.port, NULL);
 
@@ -232,7 +237,8 @@ static void bounds(void)
 	 * on file transfers). */
 	admin_faults(srv.url, "{\"delay_ms\":4000,\"routes\":\"files\"}");
 	t0 = now_s();
-	CHECK_ST(backend_file_get(bb, srv.url, "slow.bin", fd, &got, &e), BACKEND_ANSWER_LOST);
+	CHECK_ST(backend_file_get(bb, srv.url, "slow.bin", fd, &got, &e),
+		 BACKEND_ANSWER_LOST);
 	CHECK(now_s() - t0 < 3.5);
 	printf("stall: failed after %.2f s: %s\n", now_s() - t0, e.message);
 	check_no_secret(&e, srv.url, srv.port, NULL);
@@ -247,7 +253,8 @@ static void bounds(void)
 	/* An execute waits timeoutSeconds + grace, then gives up: unknown. */
 	admin_faults(srv.url, "{\"delay_ms\":4000,\"routes\":\"execute\"}");
 	t0 = now_s();
-	CHECK_ST(backend_execute(bb, srv.url, "echo slow", 1, &r, &e), BACKEND_ANSWER_LOST);
+	CHECK_ST(backend_execute(bb, srv.url, "echo slow", 1, &r, &e),
+		 BACKEND_ANSWER_LOST);
 	CHECK(now_s() - t0 >= 1.2 && now_s() - t0 < 3.0);
 	printf("execute bound: gave up after %.2f s (timeout 1 s + grace 0.3 s)\n",
 	       now_s() - t0);
@@ -257,13 +264,15 @@ static void bounds(void)
 	/* An execute answer over max_exec_bytes: the command ran, so the
 	 * outcome is unknown (bad answer), and nothing past the bound was
 	 * kept. */
-	CHECK_ST(backend_execute(bb, srv.url, "head -c 4096 /dev/zero | tr '\\0' y", 30, &r, &e),
+	CHECK_ST(backend_execute(bb, srv.url, "head -c 4096 /dev/zero | tr '\\0' y", 30,
+				 &r, &e),
 		 BACKEND_BAD_ANSWER);
 	CHECK(strstr(e.message, "larger than 1024") != NULL);
 	CHECK(r.out == NULL);
 	/* A listing over max_listing_bytes: too large. */
-	CHECK_ST(backend_execute(b, srv.url, "mkdir many && cd many && for i in $(seq 100); do "
-					     ": > file-number-$i; done",
+	CHECK_ST(backend_execute(b, srv.url,
+				 "mkdir many && cd many && for i in $(seq 100); do "
+				 ": > file-number-$i; done",
 				 30, &r, &e),
 		 BACKEND_OK);
 	backend_exec_result_clear(&r);
@@ -284,7 +293,8 @@ static void malformed(void)
 	struct backend_listing l;
 
 	admin_faults(srv.url, "{\"malformed_json\":true}");
-	CHECK_ST(backend_execute(b, srv.url, "echo garbled", 30, &r, &e), BACKEND_BAD_ANSWER);
+	CHECK_ST(backend_execute(b, srv.url, "echo garbled", 30, &r, &e),
+		 BACKEND_BAD_ANSWER);
 	CHECK(e.http_status == 200 && strstr(e.message, "unknown") != NULL);
 	CHECK(backend_errno(e.status, BACKEND_OP_EXECUTE) == EIO);
 	CHECK(admin_log_count(srv.url, "echo garbled") == 1);

@@ -12,45 +12,48 @@ static void exec_answers(void)
 {
 	struct backend_exec_result r;
 
-	CHECK_ST(backend_json_exec(S("{\"exitCode\":3,\"stdout\":\"4\\n\",\"stderr\":\"e\","
-				     "\"durationMillis\":41,\"truncated\":true}"),
-				   &r),
-		 BACKEND_OK);
+	CHECK_ST(
+	    backend_json_exec(S("{\"exitCode\":3,\"stdout\":\"4\\n\",\"stderr\":\"e\","
+				"\"durationMillis\":41,\"truncated\":true}"),
+			      &r),
+	    BACKEND_OK);
 	CHECK(r.exit_code == 3 && r.out_len == 2 && strcmp(r.out, "4\n") == 0);
 	CHECK(r.err_len == 1 && r.duration_ms == 41 && r.truncated);
 	backend_exec_result_clear(&r);
 	CHECK(r.out == NULL);
 	/* Optional members absent. */
-	CHECK_ST(backend_json_exec(S("{\"exitCode\":-1,\"stdout\":\"\",\"stderr\":\"\"}"), &r),
-		 BACKEND_OK);
+	CHECK_ST(
+	    backend_json_exec(S("{\"exitCode\":-1,\"stdout\":\"\",\"stderr\":\"\"}"), &r),
+	    BACKEND_OK);
 	CHECK(r.exit_code == -1 && !r.truncated && r.duration_ms == 0);
 	backend_exec_result_clear(&r);
 	/* Unicode escapes decode to UTF-8. */
-	CHECK_ST(backend_json_exec(S("{\"exitCode\":0,\"stdout\":\"caf\\u00e9\",\"stderr\":\"\"}"),
-				   &r),
+	CHECK_ST(backend_json_exec(
+		     S("{\"exitCode\":0,\"stdout\":\"caf\\u00e9\",\"stderr\":\"\"}"), &r),
 		 BACKEND_OK);
 	CHECK(strcmp(r.out, "caf\xc3\xa9") == 0 && r.out_len == 5);
 	backend_exec_result_clear(&r);
 
 	static const char *bad[] = {
-		"",
-		"null",
-		"[]",
-		"{}",
-		"{\"exitCode\":0,\"stdout\":\"\"}",
-		"{\"exitCode\":\"0\",\"stdout\":\"\",\"stderr\":\"\"}",
-		"{\"exitCode\":1.5,\"stdout\":\"\",\"stderr\":\"\"}",
-		"{\"exitCode\":1e300,\"stdout\":\"\",\"stderr\":\"\"}",
-		"{\"exitCode\":0,\"stdout\":1,\"stderr\":\"\"}",
-		"{\"exitCode\":0,\"stdout\":\"\",\"stderr\":null}",
-		"{\"exitCode\":0,\"stdout\":\"\",\"stderr\":\"\",\"truncated\":\"no\"}",
-		"{\"exitCode\":0,\"stdout\":\"\",\"stderr\":\"\",\"durationMillis\":-5}",
-		"{\"exitCode\":0,\"stdout\":\"\",\"stderr\":\"\"",
-		"{\"exitCode\":0,\"stdout\":\"\\ud800\",\"stderr\":\"\"}",
-		"<html>502 Bad Gateway</html>",
+	    "",
+	    "null",
+	    "[]",
+	    "{}",
+	    "{\"exitCode\":0,\"stdout\":\"\"}",
+	    "{\"exitCode\":\"0\",\"stdout\":\"\",\"stderr\":\"\"}",
+	    "{\"exitCode\":1.5,\"stdout\":\"\",\"stderr\":\"\"}",
+	    "{\"exitCode\":1e300,\"stdout\":\"\",\"stderr\":\"\"}",
+	    "{\"exitCode\":0,\"stdout\":1,\"stderr\":\"\"}",
+	    "{\"exitCode\":0,\"stdout\":\"\",\"stderr\":null}",
+	    "{\"exitCode\":0,\"stdout\":\"\",\"stderr\":\"\",\"truncated\":\"no\"}",
+	    "{\"exitCode\":0,\"stdout\":\"\",\"stderr\":\"\",\"durationMillis\":-5}",
+	    "{\"exitCode\":0,\"stdout\":\"\",\"stderr\":\"\"",
+	    "{\"exitCode\":0,\"stdout\":\"\\ud800\",\"stderr\":\"\"}",
+	    "<html>502 Bad Gateway</html>",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		CHECK_ST(backend_json_exec(bad[i], strlen(bad[i]), &r), BACKEND_BAD_ANSWER);
+		CHECK_ST(backend_json_exec(bad[i], strlen(bad[i]), &r),
+			 BACKEND_BAD_ANSWER);
 		CHECK(r.out == NULL && r.err == NULL);
 	}
 	/* Not NUL-terminated: only len bytes are read. */
@@ -65,37 +68,36 @@ static void exec_answers(void)
 static void listings(void)
 {
 	struct backend_listing l;
-	const char *hostile =
-		"{\"entries\":["
-		"{\"name\":\"b.txt\",\"size\":12,\"isDir\":false},"
-		"{\"name\":\"a dir\",\"size\":0,\"isDir\":true},"
-		"{\"name\":\"\",\"size\":1,\"isDir\":false},"
-		"{\"name\":\".\",\"size\":1,\"isDir\":true},"
-		"{\"name\":\"..\",\"size\":1,\"isDir\":true},"
-		"{\"name\":\"x/y\",\"size\":1,\"isDir\":false},"
-		"{\"name\":\"ctl\\u0001\",\"size\":1,\"isDir\":false},"
-		"{\"name\":\"nl\\n\",\"size\":1,\"isDir\":false},"
-		"{\"name\":\"neg\",\"size\":-1,\"isDir\":false},"
-		"{\"name\":\"frac\",\"size\":1.5,\"isDir\":false},"
-		"{\"name\":\"huge\",\"size\":1e30,\"isDir\":false},"
-		"{\"name\":\"strsize\",\"size\":\"12\",\"isDir\":false},"
-		"{\"name\":\"nodir\",\"size\":1},"
-		"{\"name\":7,\"size\":1,\"isDir\":false},"
-		"{\"size\":1,\"isDir\":false},"
-		"\"just a string\","
-		"[1,2],"
-		"null,"
-		"{\"name\":\"b.txt\",\"size\":99,\"isDir\":false},"
-		"{\"name\":\"caf\\u00e9 #?%\",\"size\":5,\"isDir\":false}"
-		"]}";
+	const char *hostile = "{\"entries\":["
+			      "{\"name\":\"b.txt\",\"size\":12,\"isDir\":false},"
+			      "{\"name\":\"a dir\",\"size\":0,\"isDir\":true},"
+			      "{\"name\":\"\",\"size\":1,\"isDir\":false},"
+			      "{\"name\":\".\",\"size\":1,\"isDir\":true},"
+			      "{\"name\":\"..\",\"size\":1,\"isDir\":true},"
+			      "{\"name\":\"x/y\",\"size\":1,\"isDir\":false},"
+			      "{\"name\":\"ctl\\u0001\",\"size\":1,\"isDir\":false},"
+			      "{\"name\":\"nl\\n\",\"size\":1,\"isDir\":false},"
+			      "{\"name\":\"neg\",\"size\":-1,\"isDir\":false},"
+			      "{\"name\":\"frac\",\"size\":1.5,\"isDir\":false},"
+			      "{\"name\":\"huge\",\"size\":1e30,\"isDir\":false},"
+			      "{\"name\":\"strsize\",\"size\":\"12\",\"isDir\":false},"
+			      "{\"name\":\"nodir\",\"size\":1},"
+			      "{\"name\":7,\"size\":1,\"isDir\":false},"
+			      "{\"size\":1,\"isDir\":false},"
+			      "\"just a string\","
+			      "[1,2],"
+			      "null,"
+			      "{\"name\":\"b.txt\",\"size\":99,\"isDir\":false},"
+			      "{\"name\":\"caf\\u00e9 #?%\",\"size\":5,\"isDir\":false}"
+			      "]}";
 
 	CHECK_ST(backend_json_listing(hostile, strlen(hostile), &l), BACKEND_OK);
 	CHECK(l.count == 3);
 	CHECK(l.dropped == 17);
 	if (l.count == 3) {
 		CHECK(strcmp(l.entries[0].name, "a dir") == 0 && l.entries[0].is_dir);
-		CHECK(strcmp(l.entries[1].name, "b.txt") == 0 && l.entries[1].size == 12 &&
-		      !l.entries[1].is_dir);
+		CHECK(strcmp(l.entries[1].name, "b.txt") == 0 &&
+		      l.entries[1].size == 12 && !l.entries[1].is_dir);
 		CHECK(strcmp(l.entries[2].name, "caf\xc3\xa9 #?%") == 0 &&
 		      l.entries[2].size == 5);
 	}
@@ -126,11 +128,12 @@ static void sandboxes(void)
 	struct backend_sandbox s;
 	struct backend_sandbox_list l;
 
-	CHECK_ST(backend_json_sandbox(S("{\"id\":\"sb-1\",\"poolId\":\"default\",\"status\":"
-					"\"ready\",\"url\":\"http://127.0.0.1:4000\","
-					"\"urls\":{\"3000\":\"x\"},\"cpu\":1}"),
-				      &s),
-		 BACKEND_OK);
+	CHECK_ST(
+	    backend_json_sandbox(S("{\"id\":\"sb-1\",\"poolId\":\"default\",\"status\":"
+				   "\"ready\",\"url\":\"http://127.0.0.1:4000\","
+				   "\"urls\":{\"3000\":\"x\"},\"cpu\":1}"),
+				 &s),
+	    BACKEND_OK);
 	CHECK(strcmp(s.id, "sb-1") == 0 && strcmp(s.pool, "default") == 0);
 	CHECK(s.state == BACKEND_SANDBOX_READY && s.url && !s.image && !s.error);
 	backend_sandbox_clear(&s);
@@ -149,36 +152,39 @@ static void sandboxes(void)
 	backend_sandbox_clear(&s);
 
 	static const char *bad[] = {
-		"{\"status\":\"ready\"}",
-		"{\"id\":\"x\"}",
-		"{\"id\":5,\"status\":\"ready\"}",
-		"{\"id\":\"x\",\"status\":true}",
-		"{\"id\":\"Bad Id\",\"status\":\"ready\"}",
-		"{\"id\":\"../etc\",\"status\":\"ready\"}",
-		"{\"id\":\"x\",\"status\":\"ready\",\"url\":\"file:///etc/passwd\"}",
-		"{\"id\":\"x\",\"status\":\"ready\",\"url\":\"javascript:x\"}",
-		"{\"id\":\"x\",\"status\":\"ready\",\"url\":7}",
-		"{\"id\":\"x\",\"status\":\"ready\",\"poolId\":[]}",
-		"{\"id\":\"x\",\"status\":\"ready\",\"error\":{}}",
-		"[]",
-		"",
+	    "{\"status\":\"ready\"}",
+	    "{\"id\":\"x\"}",
+	    "{\"id\":5,\"status\":\"ready\"}",
+	    "{\"id\":\"x\",\"status\":true}",
+	    "{\"id\":\"Bad Id\",\"status\":\"ready\"}",
+	    "{\"id\":\"../etc\",\"status\":\"ready\"}",
+	    "{\"id\":\"x\",\"status\":\"ready\",\"url\":\"file:///etc/passwd\"}",
+	    "{\"id\":\"x\",\"status\":\"ready\",\"url\":\"javascript:x\"}",
+	    "{\"id\":\"x\",\"status\":\"ready\",\"url\":7}",
+	    "{\"id\":\"x\",\"status\":\"ready\",\"poolId\":[]}",
+	    "{\"id\":\"x\",\"status\":\"ready\",\"error\":{}}",
+	    "[]",
+	    "",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		CHECK_ST(backend_json_sandbox(bad[i], strlen(bad[i]), &s), BACKEND_BAD_ANSWER);
+		CHECK_ST(backend_json_sandbox(bad[i], strlen(bad[i]), &s),
+			 BACKEND_BAD_ANSWER);
 		CHECK(s.id == NULL && s.url == NULL);
 	}
 
-	CHECK_ST(backend_json_sandbox_list(
-			 S("{\"sandboxes\":[{\"id\":\"a\",\"status\":\"ready\"},{\"id\":\"B\","
-			   "\"status\":\"ready\"},3,{\"id\":\"c\",\"status\":\"creating\","
-			   "\"url\":\"https://c.example\"}]}"),
-			 &l),
-		 BACKEND_OK);
+	CHECK_ST(
+	    backend_json_sandbox_list(
+		S("{\"sandboxes\":[{\"id\":\"a\",\"status\":\"ready\"},{\"id\":\"B\","
+		  "\"status\":\"ready\"},3,{\"id\":\"c\",\"status\":\"creating\","
+		  "\"url\":\"https://c.example\"}]}"),
+		&l),
+	    BACKEND_OK);
 	CHECK(l.count == 2 && l.dropped == 2);
 	CHECK(l.count == 2 && strcmp(l.items[1].id, "c") == 0 &&
 	      l.items[1].state == BACKEND_SANDBOX_CREATING);
 	backend_sandbox_list_clear(&l);
-	CHECK_ST(backend_json_sandbox_list(S("{\"sandboxes\":null}"), &l), BACKEND_BAD_ANSWER);
+	CHECK_ST(backend_json_sandbox_list(S("{\"sandboxes\":null}"), &l),
+		 BACKEND_BAD_ANSWER);
 	CHECK_ST(backend_json_sandbox_list(S("{\"items\":[]}"), &l), BACKEND_BAD_ANSWER);
 }
 
@@ -187,12 +193,14 @@ static void errors_and_requests(void)
 	char msg[16];
 	char *s;
 
-	CHECK(backend_json_error_message(S("{\"error\":\"pool exhausted\"}"), msg, sizeof(msg)));
-	CHECK(strcmp(msg, "pool exhausted") == 0);
-	CHECK(backend_json_error_message(S("{\"error\":\"a very long message here\"}"), msg,
+	CHECK(backend_json_error_message(S("{\"error\":\"pool exhausted\"}"), msg,
 					 sizeof(msg)));
+	CHECK(strcmp(msg, "pool exhausted") == 0);
+	CHECK(backend_json_error_message(S("{\"error\":\"a very long message here\"}"),
+					 msg, sizeof(msg)));
 	CHECK(strlen(msg) == sizeof(msg) - 1);
-	CHECK(backend_json_error_message(S("{\"error\":\"two\\nlines\"}"), msg, sizeof(msg)));
+	CHECK(backend_json_error_message(S("{\"error\":\"two\\nlines\"}"), msg,
+					 sizeof(msg)));
 	CHECK(strcmp(msg, "two?lines") == 0);
 	CHECK(!backend_json_error_message(S("{\"error\":5}"), msg, sizeof(msg)));
 	CHECK(!backend_json_error_message(S("not json"), msg, sizeof(msg)));
@@ -201,14 +209,19 @@ static void errors_and_requests(void)
 	CHECK(!backend_json_health(S("ok")));
 
 	s = backend_json_exec_request("echo \"hi\"\n", 30);
-	CHECK(s && strcmp(s, "{\"command\":\"echo \\\"hi\\\"\\n\",\"timeoutSeconds\":30}") == 0);
+	CHECK(s &&
+	      strcmp(s, "{\"command\":\"echo \\\"hi\\\"\\n\",\"timeoutSeconds\":30}") ==
+		  0);
+	free(s);
+	s = backend_json_create_request(&(struct backend_create_request){
+	    .id = "a", .pool = "default", .idle_timeout_s = 60});
+	CHECK(
+	    s &&
+	    strcmp(s, "{\"id\":\"a\",\"pool\":\"default\",\"idleTimeoutSeconds\":60}") ==
+		0);
 	free(s);
 	s = backend_json_create_request(
-		&(struct backend_create_request){.id = "a", .pool = "default", .idle_timeout_s = 60});
-	CHECK(s && strcmp(s, "{\"id\":\"a\",\"pool\":\"default\",\"idleTimeoutSeconds\":60}") == 0);
-	free(s);
-	s = backend_json_create_request(
-		&(struct backend_create_request){.image = "img:1", .port = 3000});
+	    &(struct backend_create_request){.image = "img:1", .port = 3000});
 	CHECK(s && strcmp(s, "{\"image\":\"img:1\",\"port\":3000}") == 0);
 	free(s);
 }

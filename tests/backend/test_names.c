@@ -15,9 +15,9 @@ static void names(void)
 	CHECK(backend_name_valid("a.py"));
 	CHECK(backend_name_valid("with space"));
 	CHECK(backend_name_valid("#hash?q%25"));
-	CHECK(backend_name_valid("caf\xc3\xa9"));         /* café */
+	CHECK(backend_name_valid("caf\xc3\xa9"));	       /* café */
 	CHECK(backend_name_valid("\xe6\x97\xa5\xe6\x9c\xac")); /* 日本 */
-	CHECK(backend_name_valid("\xf0\x9f\x98\x80"));    /* emoji */
+	CHECK(backend_name_valid("\xf0\x9f\x98\x80"));	       /* emoji */
 	CHECK(backend_name_valid(".hidden"));
 	CHECK(backend_name_valid("..."));
 	CHECK(!backend_name_valid(NULL));
@@ -30,10 +30,10 @@ static void names(void)
 	CHECK(!backend_name_valid("tab\t"));
 	CHECK(!backend_name_valid("del\x7f"));
 	CHECK(!backend_name_valid("c1\xc2\x85"));   /* U+0085 NEL */
-	CHECK(!backend_name_valid("bad\xff"));      /* not UTF-8 */
-	CHECK(!backend_name_valid("\xc0\xaf"));     /* overlong '/' */
+	CHECK(!backend_name_valid("bad\xff"));	    /* not UTF-8 */
+	CHECK(!backend_name_valid("\xc0\xaf"));	    /* overlong '/' */
 	CHECK(!backend_name_valid("\xed\xa0\x80")); /* surrogate */
-	CHECK(!backend_name_valid("\xc3"));         /* cut sequence */
+	CHECK(!backend_name_valid("\xc3"));	    /* cut sequence */
 	memset(long_ok, 'x', 255);
 	long_ok[255] = '\0';
 	memset(long_bad, 'x', 256);
@@ -138,7 +138,8 @@ static void errnos(void)
 	CHECK(backend_errno(BACKEND_BAD_REQUEST, BACKEND_OP_FILE) == EINVAL);
 	CHECK(backend_errno(BACKEND_LOCAL, BACKEND_OP_FILE) == EIO);
 	for (int s = BACKEND_OK; s <= BACKEND_LOCAL; s++)
-		CHECK(strcmp(backend_status_name((enum backend_status)s), "unknown") != 0);
+		CHECK(strcmp(backend_status_name((enum backend_status)s), "unknown") !=
+		      0);
 }
 
 /* Calls refused before sending: counted, never sent, clear messages. */
@@ -149,16 +150,19 @@ static void refused_locally(void)
 	struct backend_stats s;
 	struct backend_listing l;
 	struct backend_orchestrator o = {"http://127.0.0.1:1", NULL};
-	struct backend_create_request both = {.id = "x", .pool = "p", .image = "i", .port = 1};
+	struct backend_create_request both = {
+	    .id = "x", .pool = "p", .image = "i", .port = 1};
 	struct backend_create_request noport = {.id = "x", .image = "i"};
 	struct backend_create_request badid = {.id = "Bad_Id", .pool = "p"};
 	struct backend_sandbox sb;
 
 	CHECK(b != NULL);
-	CHECK_ST(backend_list(b, "http://127.0.0.1:1", "../etc", &l, &e), BACKEND_BAD_REQUEST);
+	CHECK_ST(backend_list(b, "http://127.0.0.1:1", "../etc", &l, &e),
+		 BACKEND_BAD_REQUEST);
 	CHECK(e.status == BACKEND_BAD_REQUEST && e.http_status == 0);
 	CHECK_ST(backend_list(b, "file:///etc", "", &l, &e), BACKEND_BAD_REQUEST);
-	CHECK_ST(backend_file_delete(b, "http://127.0.0.1:1", "", &e), BACKEND_BAD_REQUEST);
+	CHECK_ST(backend_file_delete(b, "http://127.0.0.1:1", "", &e),
+		 BACKEND_BAD_REQUEST);
 	CHECK_ST(backend_health(b, "http://127.0.0.1:99999", &e), BACKEND_BAD_REQUEST);
 	CHECK_ST(backend_orch_create(b, &o, &both, &sb, &e), BACKEND_BAD_REQUEST);
 	CHECK_ST(backend_orch_create(b, &o, &noport, &sb, &e), BACKEND_BAD_REQUEST);

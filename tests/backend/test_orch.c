@@ -19,8 +19,8 @@ static struct backend *b;
 static void lifecycle(void)
 {
 	struct backend_orchestrator o = {orch.url, orch.token};
-	struct backend_create_request req = {.id = "alpha", .pool = "default",
-					     .idle_timeout_s = 600};
+	struct backend_create_request req = {
+	    .id = "alpha", .pool = "default", .idle_timeout_s = 600};
 	struct backend_sandbox s, s2;
 	struct backend_sandbox_list l;
 	struct backend_exec_result r;
@@ -28,7 +28,8 @@ static void lifecycle(void)
 	bool found = false;
 
 	CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_OK);
-	CHECK(s.id && strcmp(s.id, "alpha") == 0 && s.pool && strcmp(s.pool, "default") == 0);
+	CHECK(s.id && strcmp(s.id, "alpha") == 0 && s.pool &&
+	      strcmp(s.pool, "default") == 0);
 	CHECK(s.state == BACKEND_SANDBOX_READY || s.state == BACKEND_SANDBOX_CREATING);
 	CHECK(s.url != NULL);
 	/* The sandbox's own URL serves the contract. */
@@ -41,7 +42,8 @@ static void lifecycle(void)
 
 	/* 409 on create: EEXIST. */
 	CHECK_ST(backend_orch_create(b, &o, &req, &s2, &e), BACKEND_CONFLICT);
-	CHECK(e.http_status == 409 && backend_errno(e.status, BACKEND_OP_CREATE) == EEXIST);
+	CHECK(e.http_status == 409 &&
+	      backend_errno(e.status, BACKEND_OP_CREATE) == EEXIST);
 	CHECK(strstr(e.message, "live") != NULL);
 	check_no_secret(&e, orch.url, orch.port, orch.token);
 	/* 404: an unknown pool. */
@@ -56,7 +58,8 @@ static void lifecycle(void)
 	backend_sandbox_clear(&s2);
 	req.id = "tiny-two";
 	CHECK_ST(backend_orch_create(b, &o, &req, &s2, &e), BACKEND_EXHAUSTED);
-	CHECK(e.http_status == 429 && backend_errno(e.status, BACKEND_OP_CREATE) == EAGAIN);
+	CHECK(e.http_status == 429 &&
+	      backend_errno(e.status, BACKEND_OP_CREATE) == EAGAIN);
 	printf("pool full: %s\n", e.message);
 	check_no_secret(&e, orch.url, orch.port, orch.token);
 	CHECK_ST(backend_orch_delete(b, &o, "tiny-one", &e), BACKEND_OK);
@@ -64,7 +67,8 @@ static void lifecycle(void)
 	req.id = NULL;
 	req.pool = "default";
 	CHECK_ST(backend_orch_create(b, &o, &req, &s2, &e), BACKEND_OK);
-	CHECK(s2.id && backend_sandbox_id_valid(s2.id) && strncmp(s2.id, "default-", 8) == 0);
+	CHECK(s2.id && backend_sandbox_id_valid(s2.id) &&
+	      strncmp(s2.id, "default-", 8) == 0);
 	if (s2.id)
 		CHECK_ST(backend_orch_delete(b, &o, s2.id, &e), BACKEND_OK);
 	backend_sandbox_clear(&s2);
@@ -85,7 +89,8 @@ static void lifecycle(void)
 	/* 401: a wrong token, and none. */
 	o.token = "wrong-token";
 	CHECK_ST(backend_orch_list(b, &o, &l, &e), BACKEND_DENIED);
-	CHECK(e.http_status == 401 && backend_errno(e.status, BACKEND_OP_SANDBOX) == EACCES);
+	CHECK(e.http_status == 401 &&
+	      backend_errno(e.status, BACKEND_OP_SANDBOX) == EACCES);
 	check_no_secret(&e, orch.url, orch.port, "wrong-token");
 	o.token = NULL;
 	CHECK_ST(backend_orch_get(b, &o, "alpha", &s2, &e), BACKEND_DENIED);
@@ -133,7 +138,8 @@ static void lost_create(void)
 	CHECK_ST(backend_orch_delete(b, &o, "garbled", &e), BACKEND_OK);
 }
 
-#define HEAD(code) "HTTP/1.1 " code "\r\nConnection: close\r\nContent-Type: application/json\r\n"
+#define HEAD(code)                                                                       \
+	"HTTP/1.1 " code "\r\nConnection: close\r\nContent-Type: application/json\r\n"
 
 /* A complete answer with the right Content-Length. */
 static const char *answer(const char *status, const char *body)
@@ -169,13 +175,16 @@ static void canned_answers(void)
 	CHECK(strcmp(e.message, "HTTP 403") == 0);
 	canned_set(&c, HEAD("415 Unsupported Media Type") "Content-Length: 0\r\n\r\n");
 	CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_INVALID);
-	canned_set(&c, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 14\r\n\r\n<html>x</html>");
+	canned_set(
+	    &c, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 14\r\n\r\n<html>x</html>");
 	CHECK_ST(backend_orch_list(b, &o, &(struct backend_sandbox_list){0}, &e),
 		 BACKEND_SERVER_ERROR);
 	CHECK(strcmp(e.message, "HTTP 502") == 0);
 	/* A status with a url that is not http(s): refused. */
-	canned_set(&c, answer("201 Created",
-			    "{\"id\":\"x\",\"status\":\"ready\",\"url\":\"file:///etc/passwd\"}"));
+	canned_set(
+	    &c,
+	    answer("201 Created",
+		   "{\"id\":\"x\",\"status\":\"ready\",\"url\":\"file:///etc/passwd\"}"));
 	CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_BAD_ANSWER);
 	CHECK(s.id == NULL && s.url == NULL);
 	/* Missing id; wrong types. */
@@ -199,9 +208,10 @@ static void canned_answers(void)
 		char body[400];
 
 		snprintf(body, sizeof(body),
-			 "{\"error\":\"bad token %s for %s/v1/sandbox at 127.0.0.1:%d\"}", token,
-			 c.url, c.port);
-		snprintf(echo, sizeof(echo), HEAD("400 Bad Request") "Content-Length: %zu\r\n\r\n%s",
+			 "{\"error\":\"bad token %s for %s/v1/sandbox at 127.0.0.1:%d\"}",
+			 token, c.url, c.port);
+		snprintf(echo, sizeof(echo),
+			 HEAD("400 Bad Request") "Content-Length: %zu\r\n\r\n%s",
 			 strlen(body), body);
 		canned_set(&c, echo);
 		CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_INVALID);

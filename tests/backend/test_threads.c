@@ -12,7 +12,7 @@
 #include "harness.h"
 
 #define NTHREADS 16
-#define ROUNDS 25
+#define ROUNDS	 25
 
 static struct server srv;
 static struct backend *b;
@@ -40,7 +40,10 @@ static void reuse(void)
 			break;
 		case 2:
 			st = ftruncate(out, 0) == 0 ? BACKEND_OK : BACKEND_LOCAL;
-			st = st != BACKEND_OK ? st : backend_file_get(one, srv.url, "reuse/small", out, NULL, &e);
+			st = st != BACKEND_OK
+				 ? st
+				 : backend_file_get(one, srv.url, "reuse/small", out,
+						    NULL, &e);
 			break;
 		default:
 			st = backend_file_put(one, srv.url, "reuse/small", fd, 64, &e);
@@ -56,7 +59,8 @@ static void reuse(void)
 	       "connection(s) by the server's count, %llu by the backend's; p50 %llu us, "
 	       "p99 %llu us\n",
 	       after - before - 1, (unsigned long long)s.connections_opened,
-	       (unsigned long long)s.latency_p50_us, (unsigned long long)s.latency_p99_us);
+	       (unsigned long long)s.latency_p50_us,
+	       (unsigned long long)s.latency_p99_us);
 	CHECK(after - before - 1 >= 1 && after - before - 1 <= 3);
 	CHECK(s.connections_opened == (uint64_t)(after - before - 1));
 	backend_free(one);
@@ -87,9 +91,12 @@ static void *work(void *p)
 		enum backend_status st;
 
 		snprintf(path, sizeof(path), "%s/f %d#?.bin", dir, i % 5);
-		w->failures += backend_file_put(b, srv.url, path, in, size, &e) != BACKEND_OK;
-		w->failures += backend_file_get(b, srv.url, path, out, &got, &e) != BACKEND_OK;
-		w->failures += got != size || !fd_matches(out, size, (unsigned)(w->id * 100 + i));
+		w->failures +=
+		    backend_file_put(b, srv.url, path, in, size, &e) != BACKEND_OK;
+		w->failures +=
+		    backend_file_get(b, srv.url, path, out, &got, &e) != BACKEND_OK;
+		w->failures +=
+		    got != size || !fd_matches(out, size, (unsigned)(w->id * 100 + i));
 		w->failures += backend_list(b, srv.url, dir, &l, &e) != BACKEND_OK;
 		w->failures += l.count < 1 || l.count > 5 || l.dropped != 0;
 		backend_listing_clear(&l);
@@ -99,7 +106,8 @@ static void *work(void *p)
 			/* One seat for 16 threads: busy is an answer too. */
 			st = backend_execute(b, srv.url, "echo hi", 30, &r, &e);
 			if (st == BACKEND_OK)
-				w->execs_ok += r.exit_code == 0 && strcmp(r.out, "hi\n") == 0;
+				w->execs_ok +=
+				    r.exit_code == 0 && strcmp(r.out, "hi\n") == 0;
 			else if (st == BACKEND_CONFLICT)
 				w->execs_busy++;
 			else

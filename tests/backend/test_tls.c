@@ -25,7 +25,8 @@ static int run(char *const argv[], const char *out)
 	int status;
 
 	if (pid == 0) {
-		int fd = open(out ? out : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int fd =
+		    open(out ? out : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0600);
 
 		dup2(fd, 1);
 		dup2(fd, 2);
@@ -63,9 +64,15 @@ int main(int argc, char **argv)
 	snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
 	snprintf(log, sizeof(log), "%s/server.log", dir);
 	{
-		char *req[] = {argv[1], "req", "-x509", "-newkey", "rsa:2048", "-nodes",
-			       "-keyout", key, "-out", cert, "-days", "1", "-subj",
-			       "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", NULL};
+		char *req[] = {argv[1],	   "req",
+			       "-x509",	   "-newkey",
+			       "rsa:2048", "-nodes",
+			       "-keyout",  key,
+			       "-out",	   cert,
+			       "-days",	   "1",
+			       "-subj",	   "/CN=127.0.0.1",
+			       "-addext",  "subjectAltName=IP:127.0.0.1",
+			       NULL};
 
 		if (run(req, NULL) != 0) {
 			fprintf(stderr, "openssl req failed\n");
@@ -73,8 +80,8 @@ int main(int argc, char **argv)
 		}
 	}
 	{
-		char *srv[] = {argv[1], "s_server", "-accept", accept_arg, "-cert", cert,
-			       "-key", key, "-www", NULL};
+		char *srv[] = {argv[1], "s_server", "-accept", accept_arg, "-cert",
+			       cert,	"-key",	    key,       "-www",	   NULL};
 
 		server = run(srv, log);
 	}

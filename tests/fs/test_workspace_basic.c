@@ -70,6 +70,8 @@ static void test_listing(struct workspace *ws)
 	/* Negative lookups come from the same listing. */
 	CHECK_EQ(workspace_getattr(ws, "missing", &st, NULL), -ENOENT);
 	CHECK_EQ(workspace_getattr(ws, ".sandbox-agent", &st, NULL), -ENOENT);
+	CHECK_EQ(workspace_getattr(ws, ".pool/x", &st, NULL), -ENOENT);
+	CHECK_EQ(workspace_readdir(ws, ".pool", &nm, names_fill, 0), -ENOENT);
 	CHECK_EQ(srv_stat(&S, "lists") - lists0, 1);
 
 	/* One more listing for the subdirectory, however many lookups. */
@@ -290,6 +292,30 @@ static void test_names(struct workspace *ws)
 	CHECK(srv_has(&S, "with space 'quote'", "q"));
 }
 
+/* Names a hostile server lists ('..', 'a/b', "", control characters)
+ * are never shown. */
+static void test_hostile_listing(struct workspace *ws)
+{
+	CHECK(srv_faults(&S, "{\"hostile_listing\": true}"));
+	workspace_invalidate(ws);
+	struct names nm = {0};
+	CHECK_EQ(workspace_readdir(ws, "", &nm, names_fill, 0), 0);
+	CHECK(srv_faults(&S, "{}"));
+	CHECK(names_has(&nm, "b.txt"));
+	for (int i = 0; i < nm.n; i++) {
+		const char *n = nm.v[i];
+		if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
+			continue;
+		CHECK(backend_name_valid(n));
+	}
+	int dots = 0;
+	for (int i = 0; i < nm.n; i++)
+		dots += strcmp(nm.v[i], "..") == 0;
+	CHECK_EQ(dots, 1); /* only the one readdir adds itself */
+	names_clear(&nm);
+	workspace_invalidate(ws);
+}
+
 static void test_invalidate(struct workspace *ws)
 {
 	int err;
@@ -409,6 +435,7 @@ int main(int argc, char **argv)
 	test_dirs(ws, &execs);
 	test_unlink_open(ws);
 	test_names(ws);
+	test_hostile_listing(ws);
 	test_invalidate(ws);
 	test_modes(ws2, ws, &execs2);
 

@@ -292,6 +292,47 @@ static void test_gone(void)
 	journal_close(j);
 }
 
+/* A sandbox deleted while an upload of it was pending: the next mount
+ * keeps the data for rescue instead of retrying forever. */
+static void test_gone_at_restore(void)
+{
+	struct journal *j = journal_new();
+	struct wscache *c = cache_new(cache_dir, j, 64 << 20);
+	struct workspace *ws = workspace_get(c, "sb8", S.url);
+	warm(ws);
+	CHECK(srv_faults(&S, FAULT_500));
+	CHECK_EQ(ws_put(ws, "lost.txt", "save me", O_CREAT | O_WRONLY), -EIO);
+	wscache_free(c); /* its last try fails too: still pending */
+	CHECK(srv_faults(&S, "{}"));
+	CHECK_EQ(pending_in_journal(j, "sb8"), 1);
+	struct journal_record r = {.kind = JOURNAL_DELETE_INTENT, .sandbox = "sb8"};
+	CHECK_EQ(journal_append(j, &r, true), 0);
+	r.kind = JOURNAL_DELETED;
+	CHECK_EQ(journal_append(j, &r, true), 0);
+
+	struct journal_state st;
+	CHECK_EQ(journal_snapshot(j, &st), 0);
+	c = cache_new(cache_dir, j, 64 << 20);
+	CHECK_EQ(wscache_restore(c, &st), 0);
+	journal_state_clear(&st);
+	CHECK_EQ(pending_in_journal(j, "sb8"), 0);
+	int problems;
+	char *h = health_of(c, &problems);
+	CHECK(h && strstr(h, "data of gone sandbox sb8 is kept in ") &&
+	      !strstr(h, "pending"));
+	free(h);
+	char p[800];
+	snprintf(p, sizeof(p), "%s/rescue/sb8/lost.txt", cache_dir);
+	FILE *f = fopen(p, "r");
+	char buf[32] = {0};
+	CHECK(f && fread(buf, 1, sizeof(buf) - 1, f) == 7 && strcmp(buf, "save me") == 0);
+	if (f)
+		fclose(f);
+	CHECK(!srv_exists(&S, "lost.txt"));
+	wscache_free(c);
+	journal_close(j);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -311,6 +352,7 @@ int main(int argc, char **argv)
 	test_crash_restore();
 	test_enospc_and_eviction();
 	test_gone();
+	test_gone_at_restore();
 
 	backend_free(B);
 	srv_stop(&S);

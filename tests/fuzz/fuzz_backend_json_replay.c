@@ -25,9 +25,10 @@ static uint64_t next(void)
 	return rng;
 }
 
-static const char *tokens[] = {"{", "}", "[", "]", ",", ":", "\"", "null", "true", "-1",
-			       "1e999", "0.5", "\"name\"", "\"..\"", "\"a/b\"", "\\u0000",
-			       "\"entries\"", "\"url\"", "\"id\"", "\"status\""};
+static const char *tokens[] = {
+    "{",       "}",	  "[",		 "]",	    ",",      ":",	   "\"",
+    "null",    "true",	  "-1",		 "1e999",   "0.5",    "\"name\"",  "\"..\"",
+    "\"a/b\"", "\\u0000", "\"entries\"", "\"url\"", "\"id\"", "\"status\""};
 
 /* One mutation of in (n bytes) into out (room for n + 64 bytes). */
 static size_t mutate(const uint8_t *in, size_t n, uint8_t *out)
@@ -121,6 +122,7 @@ int main(int argc, char **argv)
 		}
 		closedir(d);
 	}
-	printf("fuzz_backend_json_replay: %lu inputs, %lu runs, no failure\n", inputs, runs);
+	printf("fuzz_backend_json_replay: %lu inputs, %lu runs, no failure\n", inputs,
+	       runs);
 	return inputs > 0 ? 0 : 1;
 }

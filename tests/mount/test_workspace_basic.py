@@ -6,6 +6,7 @@ listing) of the sandbox, never through the mount.
 import errno
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -72,6 +73,23 @@ def test_ls_l_costs_one_listing(ws, url):
     assert s1["gets"] - s0["gets"] == 0  # no file is read for metadata
     assert "30\n" in p.stdout
     assert os.stat(ws / "d" / "f07").st_size == 7
+    # A tree: one listing per directory, whatever the number of entries.
+    for sub in ("t/a", "t/a/b", "t/c"):
+        for i in range(10):
+            sbx.put(url, f"{sub}/g{i}", b"y")
+    time.sleep(1.2)  # made behind the mount's back: seen once the listing expires
+    s0 = sbx.stats(url)
+    p = sh(f"find {ws}/t -type f | wc -l")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "30\n"
+    s1 = sbx.stats(url)
+    assert s1["lists"] - s0["lists"] == 5  # the root again, t, t/a, t/a/b, t/c
+    p = sh(f"ls -lR {ws}/t > /dev/null && du -a {ws}/t | wc -l")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "34\n"
+    s2 = sbx.stats(url)
+    assert s2["lists"] - s1["lists"] <= 5  # at most once more, when the cache expired
+    assert s2["gets"] == s0["gets"]
 
 
 def test_mkdir_rmdir_rename_unlink(ws, url):

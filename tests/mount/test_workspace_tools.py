@@ -54,6 +54,35 @@ def names(url, path=""):
     return sorted(e["name"] for e in r.json()["entries"])
 
 
+def assert_same_tree(url, local, remote):
+    """The sandbox's tree at remote, read through the contract (listings
+    and GETs), equals the local directory, names and bytes."""
+    client = sbx.Client(url, keep_alive=True)
+    try:
+        todo = [("", "")]
+        count = 0
+        while todo:
+            lrel, rrel = todo.pop()
+            ldir = os.path.join(local, lrel)
+            r = client.list(f"{remote}/{rrel}".rstrip("/"))
+            assert r.status == 200, (rrel, r.status)
+            entries = {e["name"]: e for e in r.json()["entries"]}
+            assert sorted(entries) == sorted(os.listdir(ldir)), rrel
+            for name, e in entries.items():
+                lp = os.path.join(ldir, name)
+                if e["isDir"]:
+                    assert os.path.isdir(lp), lp
+                    todo.append((os.path.join(lrel, name), f"{rrel}/{name}".lstrip("/")))
+                else:
+                    body = client.get(f"{remote}/{rrel}/{name}".replace("//", "/")).body
+                    with open(lp, "rb") as f:
+                        assert body == f.read(), lp
+                    count += 1
+        return count
+    finally:
+        client.close()
+
+
 def in_sandbox(url, command, timeout=60):
     r = sbx.execute(url, command, timeout_seconds=timeout)
     assert r.status == 200, r.status
@@ -101,18 +130,21 @@ git branch feature; git checkout -q feature
 printf 'feature\\n' >> a.txt; git commit -qam second
 git checkout -q main
 test "$(cat a.txt)" = hello
+git rm -q src/x.c; git commit -qm third; test ! -e src/x.c
+git checkout -q feature; test -e src/x.c; git checkout -q main
+git gc -q
 git status --porcelain | wc -l
 git log --oneline --all | wc -l
 git fsck --strict
 """
     p = sh(script, timeout=120)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.split()[:2] == ["0", "2"]
+    assert p.stdout.split()[:2] == ["0", "3"]
     # The sandbox sees the same repository.
     r = in_sandbox(url, "cd repo && git fsck --strict && git log --oneline --all | wc -l "
                         "&& git show feature:a.txt")
     assert r["exitCode"] == 0, r["stderr"]
-    assert r["stdout"].split("\n")[:3] == ["2", "hello", "feature"]
+    assert r["stdout"].split("\n")[:3] == ["3", "hello", "feature"]
 
     # A clone of a local repository into the workspace.
     src = tmp_path / "origin"
@@ -140,6 +172,7 @@ def test_tar_roundtrip(ws, url, server_ws, tmp_path):
            f"tar -C {ws} -xf {tmp_path}/in.tar", timeout=300)
     assert p.returncode == 0, p.stderr
     # Server side: the tree is there, byte for byte.
+    assert assert_same_tree(url, src, "linux") == nfiles
     p = sh(f"diff -r {src} {server_ws}/linux")
     assert p.returncode == 0, p.stdout[-2000:]
     assert sget(url, "linux/types.h") == open(f"{src}/types.h", "rb").read()
@@ -150,7 +183,7 @@ def test_tar_roundtrip(ws, url, server_ws, tmp_path):
     assert p.returncode == 0, (p.stderr + p.stdout)[-2000:]
 
 
-def test_rsync_then_nothing_to_do(ws, server_ws, tmp_path):
+def test_rsync_then_nothing_to_do(ws, url, server_ws, tmp_path):
     need("rsync")
     src = tmp_path / "src"
     shutil.copytree("/usr/include/linux/netfilter", src)
@@ -160,6 +193,18 @@ def test_rsync_then_nothing_to_do(ws, server_ws, tmp_path):
     p = sh(f"rsync -ac --dry-run --itemize-changes {src}/ {ws}/dst/", timeout=300)
     assert p.returncode == 0, p.stderr
     assert p.stdout == "", p.stdout[:2000]
+    assert assert_same_tree(url, src, "dst") > 0
+    # An update: changed, new and deleted files.
+    files = sorted(os.listdir(src))
+    with open(src / files[1], "a") as f:
+        f.write("/* changed */\n")
+    os.unlink(src / files[2])
+    (src / "new.h").write_text("#define NEW 1\n")
+    p = sh(f"rsync -a --delete {src}/ {ws}/dst/ && "
+           f"rsync -ac --delete --dry-run --itemize-changes {src}/ {ws}/dst/", timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "", p.stdout[:2000]
+    assert assert_same_tree(url, src, "dst") > 0
     p = sh(f"diff -r {src} {server_ws}/dst")
     assert p.returncode == 0, p.stdout[-2000:]
 
@@ -190,6 +235,9 @@ def test_make_local_and_in_sandbox(ws, url, sandbox):
     p = sh(f"echo ./proj/hello > {sandbox}/ctl && cat {sandbox}/exit {sandbox}/stdout")
     assert p.returncode == 0, p.stderr
     assert p.stdout == "0\nhi\n"
+    # Times stay put across a command: nothing to rebuild.
+    p = sh(f"make -C {proj} -q")
+    assert p.returncode == 0, p.stdout + p.stderr
     # Clean, then build inside the sandbox through ctl.
     p = sh(f"make -C {proj} clean && test ! -e {proj}/hello && "
            f"echo 'make -C proj && ./proj/hello' > {sandbox}/ctl && cat {sandbox}/exit",
@@ -198,6 +246,9 @@ def test_make_local_and_in_sandbox(ws, url, sandbox):
     assert p.stdout.endswith("\n0\n")
     assert mount.read(sandbox / "stdout").endswith("hi\n")
     assert sget(url, "proj/hello") is not None
+    # What the sandbox built is up to date for make on this side too.
+    p = sh(f"make -C {proj} -q")
+    assert p.returncode == 0, p.stdout + p.stderr
     # Its objects show through the mount (modes set by commands do not:
     # see README, Differences from POSIX).
     assert (proj / "main.o").stat().st_size > 0
@@ -210,3 +261,18 @@ def test_fio_verify(ws):
            f"--output-format=terse", timeout=240)
     assert p.returncode == 0, p.stderr + p.stdout[-1000:]
     assert "verify" not in p.stderr.lower()
+
+
+def test_cp_a_and_mv_tree(ws, server_ws):
+    src = "/usr/include/linux/netfilter_ipv4"
+    p = sh(f"cp -a {src} {ws}/ && diff -r {src} {ws}/netfilter_ipv4 && "
+           f"mv {ws}/netfilter_ipv4 {ws}/moved && cp -a {ws}/moved {ws}/copy", timeout=120)
+    assert p.returncode == 0, p.stderr
+    for d in ("moved", "copy"):
+        p = sh(f"diff -r {src} {server_ws}/{d}")
+        assert p.returncode == 0, p.stdout[-2000:]
+    assert not (server_ws / "netfilter_ipv4").exists()
+    # cp -a kept the times, as this mount shows them.
+    a = os.stat(f"{src}/ip_tables.h")
+    b = os.stat(ws / "copy" / "ip_tables.h")
+    assert int(a.st_mtime) == int(b.st_mtime)
