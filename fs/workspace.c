@@ -516,6 +516,8 @@ struct workspace *workspace_get(struct wscache *c, const char *sandbox_id,
 	return ws;
 }
 
+static void workspace_invalidate_pass(struct workspace *ws);
+
 void workspace_invalidate(struct workspace *ws)
 {
 	if (!ws)
@@ -526,6 +528,29 @@ void workspace_invalidate(struct workspace *ws)
 	for (size_t i = 0; i < ws->nmade; i++)
 		free(ws->made_dirs[i]);
 	ws->nmade = 0;
+	/* A pass costs time and memory in the number of paths shown; passes
+	 * of back-to-back commands would pile up (one thread each), so the
+	 * running pass takes this request over (see tests/bench/RESULTS.md). */
+	if (ws->inval_running) {
+		ws->inval_again = true;
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	ws->inval_running = true;
+	do {
+		ws->inval_again = false;
+		workspace_invalidate_pass(ws);
+		pthread_mutex_lock(&c->lock);
+	} while (ws->inval_again);
+	ws->inval_running = false;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Tells the kernel to drop what it holds of every path this mount
+ * showed; called with c->lock held, returns with it released. */
+static void workspace_invalidate_pass(struct workspace *ws)
+{
+	struct wscache *c = ws->c;
 	/* The kernel may hold pages and sizes of files a command changed:
 	 * everything this mount showed (cached files, listed entries). */
 	char **paths = NULL;

@@ -140,6 +140,9 @@ struct workspace {
 	struct wsfile *all; /* every wsfile of this workspace */
 	char **made_dirs;   /* made by mkdir since the last command */
 	size_t nmade;
+	/* One kernel invalidation pass at a time; a command that ends during
+	 * a pass makes it run once more instead of starting its own. */
+	bool inval_running, inval_again;
 	char *rescue_dir; /* set once data of this gone sandbox was kept */
 };
 

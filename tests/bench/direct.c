@@ -55,7 +55,8 @@ static char *read_url(void)
 	ssize_t n;
 
 	if (!fp) {
-		fprintf(stderr, "bench-direct: set SANDBOX_URL_FILE to a readable file\n");
+		fprintf(stderr,
+			"bench-direct: set SANDBOX_URL_FILE to a readable file\n");
 		return NULL;
 	}
 	n = getline(&line, &cap, fp);
@@ -104,8 +105,8 @@ static int pattern_file(long size)
 	return fd;
 }
 
-static long walk(struct backend *b, const char *url, const char *path, struct backend_error *e,
-		 int *rc)
+static long walk(struct backend *b, const char *url, const char *path,
+		 struct backend_error *e, int *rc)
 {
 	struct backend_listing l;
 	long count = 0;
@@ -196,7 +197,8 @@ static int run(struct backend *b, const char *url, int argc, char **argv)
 		if (fd < 0 || fstat(fd, &st) != 0)
 			return perror(argv[1]), 1;
 		t = now_us();
-		if (backend_file_put(b, url, argv[2], fd, (uint64_t)st.st_size, &e) != BACKEND_OK)
+		if (backend_file_put(b, url, argv[2], fd, (uint64_t)st.st_size, &e) !=
+		    BACKEND_OK)
 			return failed("put", &e);
 		t = now_us() - t;
 		close(fd);
@@ -226,7 +228,8 @@ static int run(struct backend *b, const char *url, int argc, char **argv)
 		t = now_us();
 		for (long i = 0; i < n; i++) {
 			snprintf(path, sizeof(path), "%s/f%04ld", argv[3], i);
-			if (backend_file_put(b, url, path, fd, (uint64_t)size, &e) != BACKEND_OK)
+			if (backend_file_put(b, url, path, fd, (uint64_t)size, &e) !=
+			    BACKEND_OK)
 				return failed("put", &e);
 		}
 		t = now_us() - t;
