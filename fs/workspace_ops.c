@@ -896,28 +896,6 @@ static int copy_tree(struct workspace *ws, const char *url, const char *from,
 	return rc;
 }
 
-static char *shell_quote(const char *s)
-{
-	size_t n = 3;
-	for (const char *p = s; *p; p++)
-		n += *p == '\'' ? 4 : 1;
-	char *q = malloc(n), *o = q;
-	if (!q)
-		return NULL;
-	*o++ = '\'';
-	for (; *s; s++) {
-		if (*s == '\'') {
-			memcpy(o, "'\\''", 4);
-			o += 4;
-		} else {
-			*o++ = *s;
-		}
-	}
-	*o++ = '\'';
-	*o = '\0';
-	return q;
-}
-
 static int rename_dir(struct workspace *ws, const char *from, const char *to,
 		      bool dst_exists)
 {
@@ -951,7 +929,7 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 		}
 	}
 	if (c->cfg.exec) {
-		char *qf = shell_quote(from), *qt = shell_quote(to), *cmd = NULL;
+		char *qf = ws_shell_quote(from), *qt = ws_shell_quote(to), *cmd = NULL;
 		if (qf && qt &&
 		    asprintf(&cmd, "%s%s%s mv -- %s %s", dst_exists ? "rmdir -- " : "",
 			     dst_exists ? qt : "", dst_exists ? " &&" : "", qf, qt) < 0)
