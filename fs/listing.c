@@ -143,6 +143,21 @@ static bool made_here(const struct workspace *ws, const char *path)
 	return false;
 }
 
+/* The root, or a directory per its parent's loaded listing. */
+static bool known_dir(struct workspace *ws, const char *path)
+{
+	if (!path[0])
+		return true;
+	const char *name;
+	char *parent = ws_parent(path, &name);
+	if (!parent)
+		return false;
+	struct wsdir *pd = dir_cached(ws, parent);
+	struct wsentry *e = pd && pd->loaded && !pd->err ? dir_find(pd, name) : NULL;
+	free(parent);
+	return e && e->is_dir;
+}
+
 /* Gives e the time of this mount's copy of it, when there is one of the
  * same size and e was not listed before. */
 static void keep_time_of_file(struct workspace *ws, struct wsdir *d, struct wsentry *e)
@@ -269,7 +284,9 @@ int dir_load(struct workspace *ws, const char *path, struct wsdir **out)
 		if (st == BACKEND_NOT_FOUND)
 			rc = -ENOENT;
 		else if (st == BACKEND_BAD_ANSWER)
-			rc = -ENOTDIR; /* a file answers with its bytes */
+			/* A file answers with its bytes; a known directory whose
+			 * listing does not parse is a bad answer, not a file. */
+			rc = known_dir(ws, path) ? -EIO : -ENOTDIR;
 		else
 			rc = -ws_backend_errno(st);
 		if (rc == -ENOENT || rc == -ENOTDIR) {

@@ -202,10 +202,15 @@ int fs_local_start(struct fs_local *l, const char *state_dir, const char *server
 	if (logfd >= 0)
 		close(logfd);
 	l->pid = pid;
-	FILE *pf = fopen(pidfile, "we");
+	/* State files are 0600 whatever the umask (DESIGN.md §5). */
+	int pfd = open(pidfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	FILE *pf = pfd >= 0 ? fdopen(pfd, "w") : NULL;
 	if (pf) {
+		fchmod(pfd, 0600);
 		fprintf(pf, "%ld\n", (long)pid);
 		fclose(pf);
+	} else if (pfd >= 0) {
+		close(pfd);
 	}
 
 	/* wait (bounded) for the port file, while the server lives */
@@ -218,6 +223,7 @@ int fs_local_start(struct fs_local *l, const char *state_dir, const char *server
 			fclose(f);
 		}
 		if (port > 0 && port < 65536) {
+			chmod(portfile, 0600); /* the server made it with its umask */
 			snprintf(l->url, sizeof(l->url), "http://127.0.0.1:%d", port);
 			snprintf(l->token, sizeof(l->token), "%s", token);
 			return 0;

@@ -3,10 +3,12 @@
  * environment defaults, fstab noise discarded, --help.
  */
 #include "options_i.h"
+#include "preflight_i.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <fuse_lowlevel.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,10 +32,12 @@ static const struct fuse_opt fs_opt_table[] = {
     OPT("server=%s", server, 0), OPT("timeout=%d", timeout, 0),
     OPT("listing_ttl=%d", listing_ttl_ms, 0), OPT("attr_timeout=%lf", attr_timeout, 0),
     OPT("cache_max=%s", cache_max, 0), OPT("max_runs=%d", max_runs, 0),
+    OPT("journal_max=%s", journal_max, 0),
     OPT("max_threads=%d", max_threads, 0), OPT("show_machinery", show_machinery, 1),
     OPT("no_auto_unmount", no_auto_unmount, 1), OPT("repair_journal", repair_journal, 1),
-    OPT("--local", local, 1), OPT("--check", check, 1),
-    OPT("--dump-journal %s", dump_journal, 0), OPT("--dump-journal=%s", dump_journal, 0),
+    OPT("--local", local, 1), OPT("local", local, 1), OPT("nonempty", nonempty, 1),
+    OPT("--check", check, 1), OPT("--dump-journal %s", dump_journal, 0),
+    OPT("--dump-journal=%s", dump_journal, 0),
     /* fstab and mount(8) noise: accepted and ignored */
     FUSE_OPT_KEY("_netdev", KEY_DISCARD), FUSE_OPT_KEY("auto", KEY_DISCARD),
     FUSE_OPT_KEY("noauto", KEY_DISCARD), FUSE_OPT_KEY("user", KEY_DISCARD),
@@ -56,6 +60,19 @@ static int fs_opt_proc(void *data, const char *arg, int key, struct fuse_args *o
 	case KEY_VERSION:
 		o->show_version = 1;
 		return 0;
+	case FUSE_OPT_KEY_NONOPT:
+		/* [SOURCE] MOUNTPOINT, as mount.fuse3 runs "sandboxfs SOURCE
+		 * MOUNTPOINT -o opts": with two, the first is the source */
+		if (o->source) {
+			fprintf(stderr,
+				"sandboxfs: unexpected argument %s: usage: sandboxfs "
+				"[SOURCE] MOUNTPOINT [-o OPTIONS] (see --help)\n",
+				arg);
+			return -1;
+		}
+		o->source = o->mountpoint;
+		o->mountpoint = strdup(arg);
+		return o->mountpoint ? 0 : -1;
 	default:
 		return 1; /* keep: libfuse's options and the mountpoint */
 	}
@@ -96,18 +113,47 @@ int fs_options_parse(struct fuse_args *args, struct fs_options *o)
 	if (fuse_opt_parse(args, o, fs_opt_table, fs_opt_proc) == -1)
 		return -1;
 
+	/* SOURCE: "local" is --local, an http(s) URL is orchestrator=URL,
+	 * anything else (e.g. "sandboxfs" in fstab) leaves it to the options */
+	if (o->source && !strcmp(o->source, "local")) {
+		o->local = 1;
+	} else if (o->source && (!strncmp(o->source, "http://", 7) ||
+				 !strncmp(o->source, "https://", 8))) {
+		if (o->orchestrator) {
+			fprintf(stderr,
+				"sandboxfs: SOURCE %s and orchestrator= both name "
+				"an orchestrator: give one\n",
+				o->source);
+			return -1;
+		}
+		o->orchestrator = strdup(o->source);
+	}
+
 	struct fuse_cmdline_opts c;
 	memset(&c, 0, sizeof(c));
 	if (!o->show_help && !o->show_version) {
+		/* the mountpoint is checked here, not by libfuse, so that its
+		 * problems come as one line saying what to do */
+		if (o->mountpoint && !o->check && !o->dump_journal) {
+			if (fs_preflight_mountpoint(o->mountpoint, o->nonempty) < 0)
+				return -1;
+			char real[PATH_MAX];
+			if (!realpath(o->mountpoint, real)) {
+				fprintf(stderr, "sandboxfs: mountpoint %s: %s\n",
+					o->mountpoint, strerror(errno));
+				return -1;
+			}
+			free(o->mountpoint);
+			o->mountpoint = strdup(real);
+		}
 		if (fuse_parse_cmdline(args, &c) != 0)
 			return -1;
-		o->mountpoint = c.mountpoint;
 		o->foreground = c.foreground;
 		o->debug = c.debug;
 		o->singlethread = c.singlethread;
 	}
 
-	if (!o->orchestrator) {
+	if (!o->orchestrator && !o->local) {
 		const char *e = getenv("SANDBOXFS_ORCHESTRATOR");
 		if (e && *e)
 			o->orchestrator = strdup(e);
@@ -120,6 +166,14 @@ int fs_options_parse(struct fuse_args *args, struct fs_options *o)
 	if (!o->cache_max_bytes) {
 		fprintf(stderr, "sandboxfs: cache_max: not a size: %s\n", o->cache_max);
 		return -1;
+	}
+	if (o->journal_max) {
+		o->journal_max_bytes = fs_parse_size(o->journal_max);
+		if (o->journal_max_bytes < 4096) {
+			fprintf(stderr, "sandboxfs: journal_max: a size of at least 4K: %s\n",
+				o->journal_max);
+			return -1;
+		}
 	}
 	if (o->timeout < 0 || o->timeout > 86400) {
 		fprintf(stderr, "sandboxfs: timeout must be 0..86400 seconds\n");
@@ -149,9 +203,11 @@ int fs_options_parse(struct fuse_args *args, struct fs_options *o)
 void fs_options_help(const char *prog)
 {
 	printf(
-	    "usage: %s [OPTIONS] MOUNTPOINT\n"
+	    "usage: %s [OPTIONS] [SOURCE] MOUNTPOINT\n"
 	    "\n"
-	    "Mounts remote sandboxes as directories (see DESIGN.md).\n"
+	    "Mounts remote sandboxes as directories (man sandboxfs).\n"
+	    "SOURCE (as fstab gives it): \"local\" is --local, an http(s) URL is\n"
+	    "orchestrator=URL, anything else (e.g. \"sandboxfs\") leaves it to -o.\n"
 	    "\n"
 	    "sandboxfs options:\n"
 	    "    -o orchestrator=URL    base URL of the orchestrator's /v1/sandbox API\n"
@@ -162,6 +218,7 @@ void fs_options_help(const char *prog)
 	    "    -o pool=NAME           pool used by mkdir (default: default)\n"
 	    "    -o sandboxes=PATH      attach the sandboxes listed there, one \"ID "
 	    "URL\" a line\n"
+	    "                           (none)\n"
 	    "    -o state=DIR           journal and cache (default:\n"
 	    "                           $XDG_STATE_HOME/sandboxfs/<mountpoint key>, mode "
 	    "0700)\n"
@@ -172,6 +229,7 @@ void fs_options_help(const char *prog)
 	    "                           at every use (1)\n"
 	    "    -o cache_max=SIZE      bound of the workspace file cache (1G)\n"
 	    "    -o max_runs=N          command history kept per sandbox in runs/ (100)\n"
+	    "    -o journal_max=SIZE    compact the journal past this size (16M)\n"
 	    "    -o max_threads=N       FUSE worker threads; waiting readers hold one "
 	    "(64)\n"
 	    "    -o show_machinery      show the orchestrator's files in workspace/ "
@@ -185,6 +243,8 @@ void fs_options_help(const char *prog)
 	    "                           SANDBOXFS_SERVER, beside sandboxfs, then PATH)\n"
 	    "    -o allow_other         let other users in (off; needs "
 	    "user_allow_other)\n"
+	    "    -o nonempty            mount over a non-empty directory (off: refused)\n"
+	    "    -o local               same as --local, for fstab (off)\n"
 	    "    --local                start the local orchestrator (sandbox-server) "
 	    "with\n"
 	    "                           a random token, sandboxes under STATE/local\n"
@@ -211,6 +271,8 @@ void fs_options_free(struct fs_options *o)
 	free(o->state);
 	free(o->server);
 	free(o->cache_max);
+	free(o->journal_max);
 	free(o->dump_journal);
 	free(o->mountpoint);
+	free(o->source);
 }

@@ -24,11 +24,15 @@ struct fs_options {
 	char *cache_max;     /* -o cache_max=SIZE (K, M, G suffixes), 1G */
 	uint64_t cache_max_bytes;
 	int max_runs;	     /* -o max_runs=N, default 100 */
+	char *journal_max;   /* -o journal_max=SIZE: compaction threshold, 16M */
+	uint64_t journal_max_bytes;
 	int max_threads;     /* -o max_threads=N, default 64 */
 	int show_machinery;  /* -o show_machinery */
 	int no_auto_unmount; /* -o no_auto_unmount */
 	int repair_journal;  /* -o repair_journal: cut at the first damage */
-	int local;	     /* --local */
+	int local;	     /* --local, -o local, or SOURCE "local" */
+	int nonempty;	     /* -o nonempty: mount over a non-empty directory */
+	char *source;	     /* SOURCE of "sandboxfs [SOURCE] MOUNTPOINT" */
 	int check;	     /* --check */
 	char *dump_journal;  /* --dump-journal=DIR */
 	int show_version;

@@ -80,6 +80,88 @@ static bool status_permanent(enum backend_status st)
 	       st == BACKEND_BAD_REQUEST || st == BACKEND_DENIED;
 }
 
+/* Makes the cache file durable and journals an UPLOAD_INTENT for its
+ * content (generation gen), superseding old_id. *id gets the intent's id.
+ * f->mx held. */
+static int intent_write(struct wsfile *f, const char *sandbox, const char *path,
+			uint64_t size, uint64_t gen, uint64_t old_id, int fd, uint64_t *idp)
+{
+	struct workspace *ws = f->ws;
+	struct wscache *c = ws->c;
+	struct journal *j = c->cfg.journal;
+	uint64_t id;
+	int rc;
+	uint32_t crc = 0;
+	if (fsync(fd) < 0) {
+		rc = -errno;
+		ws_log(ws, "cannot make a cache file durable: %s", strerror(-rc));
+		return -EIO;
+	}
+	if (!f->dir_synced) {
+		/* The cache file's name must survive a crash too. */
+		int dfd = open(c->files_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd >= 0) {
+			if (fsync(dfd) == 0)
+				f->dir_synced = true;
+			close(dfd);
+		}
+	}
+	rc = crc_of(fd, size, &crc);
+	if (rc < 0) {
+		ws_log(ws, "cannot read a cache file: %s", strerror(-rc));
+		return -EIO;
+	}
+	if (j) {
+		id = journal_next_upload_id(j);
+		struct journal_record r = {.kind = JOURNAL_UPLOAD_INTENT,
+					   .sandbox = (char *)sandbox,
+					   .upload_id = id,
+					   .path = (char *)path,
+					   .cache_file = f->cache_path,
+					   .size = size,
+					   .checksum = crc};
+		rc = journal_append(j, &r, true);
+		if (rc < 0) {
+			ws_log(ws, "cannot journal an upload intent: %s", strerror(-rc));
+			return -EIO;
+		}
+	} else {
+		pthread_mutex_lock(&c->lock);
+		id = ++c->name_seq;
+		pthread_mutex_unlock(&c->lock);
+	}
+	if (old_id)
+		upload_supersede(c, sandbox, old_id);
+	pthread_mutex_lock(&c->lock);
+	f->upload_id = id;
+	f->intent_gen = gen;
+	pthread_mutex_unlock(&c->lock);
+	*idp = id;
+	return 0;
+}
+
+int upload_intent_locked(struct wsfile *f)
+{
+	struct workspace *ws = f->ws;
+	struct wscache *c = ws->c;
+	pthread_mutex_lock(&c->lock);
+	if (!f->dirty || f->unlinked || !f->path || ws->gone ||
+	    (f->upload_id && f->intent_gen == f->wgen)) {
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
+	char *path = strdup(f->path);
+	char *sandbox = strdup(ws->id);
+	uint64_t size = f->size, gen = f->wgen, old_id = f->upload_id, id;
+	int fd = f->fd;
+	pthread_mutex_unlock(&c->lock);
+	int rc = path && sandbox ? intent_write(f, sandbox, path, size, gen, old_id, fd, &id)
+				 : -ENOMEM;
+	free(path);
+	free(sandbox);
+	return rc;
+}
+
 int upload_locked(struct wsfile *f)
 {
 	struct workspace *ws = f->ws;
@@ -117,55 +199,9 @@ int upload_locked(struct wsfile *f)
 		goto fail_local;
 	}
 	if (need_intent) {
-		uint32_t crc = 0;
-		if (fsync(fd) < 0) {
-			rc = -errno;
-			ws_log(ws, "cannot make a cache file durable: %s", strerror(-rc));
-			rc = -EIO;
+		rc = intent_write(f, sandbox, path, size, gen, old_id, fd, &id);
+		if (rc < 0)
 			goto fail_local;
-		}
-		if (!f->dir_synced) {
-			/* The cache file's name must survive a crash too. */
-			int dfd = open(c->files_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-			if (dfd >= 0) {
-				if (fsync(dfd) == 0)
-					f->dir_synced = true;
-				close(dfd);
-			}
-		}
-		rc = crc_of(fd, size, &crc);
-		if (rc < 0) {
-			ws_log(ws, "cannot read a cache file: %s", strerror(-rc));
-			rc = -EIO;
-			goto fail_local;
-		}
-		if (j) {
-			id = journal_next_upload_id(j);
-			struct journal_record r = {.kind = JOURNAL_UPLOAD_INTENT,
-						   .sandbox = sandbox,
-						   .upload_id = id,
-						   .path = path,
-						   .cache_file = f->cache_path,
-						   .size = size,
-						   .checksum = crc};
-			rc = journal_append(j, &r, true);
-			if (rc < 0) {
-				ws_log(ws, "cannot journal an upload intent: %s",
-				       strerror(-rc));
-				rc = -EIO;
-				goto fail_local;
-			}
-		} else {
-			pthread_mutex_lock(&c->lock);
-			id = ++c->name_seq;
-			pthread_mutex_unlock(&c->lock);
-		}
-		if (old_id)
-			upload_supersede(c, sandbox, old_id);
-		pthread_mutex_lock(&c->lock);
-		f->upload_id = id;
-		f->intent_gen = gen;
-		pthread_mutex_unlock(&c->lock);
 	}
 
 	struct backend_error err = {0};
@@ -203,7 +239,9 @@ int upload_locked(struct wsfile *f)
 		free(sandbox);
 		return 0;
 	}
-	rc = -ws_backend_errno(st);
+	/* DESIGN.md §3: a failed upload is EIO at close/fsync, whatever the
+	 * cause (unreachable included), unless it can never succeed. */
+	rc = status_permanent(st) ? -ws_backend_errno(st) : -EIO;
 	ws_log(ws, "upload failed (%s), kept pending: %s", backend_status_name(st),
 	       err.message);
 	pthread_mutex_lock(&c->lock);

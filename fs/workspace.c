@@ -589,7 +589,18 @@ void workspace_invalidate(struct workspace *ws)
 	free(paths);
 }
 
-#define MODE_BATCH_BYTES (256 * 1024)
+/* The batch runs as "sh -c CMD": Linux refuses (E2BIG) any single exec
+ * argument over MAX_ARG_STRLEN, 128 KiB, so a batch stays well under it,
+ * counted as quoted. */
+#define MODE_BATCH_BYTES (96 * 1024)
+
+static size_t quoted_len(const char *s)
+{
+	size_t n = 3; /* space and two quotes */
+	for (; *s; s++)
+		n += *s == '\'' ? 4 : 1;
+	return n;
+}
 
 int workspace_before_command(struct workspace *ws)
 {
@@ -626,7 +637,7 @@ int workspace_before_command(struct workspace *ws)
 					batch = p;
 				}
 				batch[n++] = m;
-				bytes += strlen(m->path) + 8;
+				bytes += quoted_len(m->path) + 1;
 			}
 		if (n == 0) {
 			pthread_mutex_unlock(&c->lock);

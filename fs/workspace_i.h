@@ -230,6 +230,9 @@ int cache_truncate(struct wsfile *f, uint64_t size);
 
 /* upload.c: f->mx held, c->lock not held */
 int upload_locked(struct wsfile *f);
+/* Journals the intent of f's dirty content without uploading it (the PUT
+ * comes later), so a crash before the PUT cannot lose it. f->mx held. */
+int upload_intent_locked(struct wsfile *f);
 void upload_supersede(struct wscache *c, const char *sandbox, uint64_t id);
 void upload_schedule(struct wsfile *f, int err); /* c->lock held */
 void *upload_thread(void *arg);

@@ -484,9 +484,14 @@ int workspace_flush(struct fuse_file_info *fi)
 	 * anything is written, and an empty PUT then would truncate the
 	 * server's copy for nothing. What no descriptor wrote (an empty
 	 * create, an O_TRUNC open) is uploaded at release, after the last
-	 * close. */
-	if (!h->wrote)
-		return 0;
+	 * close; its intent is journaled now, since this close
+	 * acknowledges it and release comes after. */
+	if (!h->wrote) {
+		pthread_mutex_lock(&h->f->mx);
+		int rc = upload_intent_locked(h->f);
+		pthread_mutex_unlock(&h->f->mx);
+		return rc;
+	}
 	return upload_now(h->f);
 }
 
