@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,22 +15,12 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "mount_i.h" /* fs_log */
+
 #define FS_FUSE_DEVICE "/dev/fuse"
 /* libfuse runs fusermount3 from its install directory first, then PATH */
 #define FS_FUSERMOUNT_DIR "/usr/bin"
 #define FS_FUSERMOUNT	  "fusermount3"
-
-static void fs_preflight_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void fs_preflight_fail(const char *fmt, ...)
-{
-	char line[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "sandboxfs: %s\n", line);
-}
 
 static int fs_dir_is_empty(const char *path)
 {
@@ -68,46 +57,46 @@ int fs_preflight_mountpoint(const char *path, bool nonempty)
 	if (stat(path, &st) < 0) {
 		int err = errno;
 		if (err == ENOENT)
-			fs_preflight_fail("mountpoint %s does not exist: create it first "
-					  "(mkdir -p %s)",
-					  path, path);
+			fs_log("mountpoint %s does not exist: create it first "
+			       "(mkdir -p %s)",
+			       path, path);
 		else if (err == ENOTCONN)
-			fs_preflight_fail("mountpoint %s is a dead FUSE mount: unmount "
-					  "it first (fusermount3 -u %s)",
-					  path, path);
+			fs_log("mountpoint %s is a dead FUSE mount: unmount "
+			       "it first (fusermount3 -u %s)",
+			       path, path);
 		else
-			fs_preflight_fail("mountpoint %s: %s: mount on a directory you "
-					  "can use",
-					  path, strerror(err));
+			fs_log("mountpoint %s: %s: mount on a directory you "
+			       "can use",
+			       path, strerror(err));
 		return -1;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		fs_preflight_fail("mountpoint %s is not a directory: mount on an "
-				  "empty directory",
-				  path);
+		fs_log("mountpoint %s is not a directory: mount on an "
+		       "empty directory",
+		       path);
 		return -1;
 	}
 	if (nonempty)
 		return 0;
 	int rc = fs_dir_is_empty(path);
 	if (rc < 0) {
-		fs_preflight_fail("mountpoint %s: %s: mount on a directory you can "
-				  "read",
-				  path, strerror(-rc));
+		fs_log("mountpoint %s: %s: mount on a directory you can "
+		       "read",
+		       path, strerror(-rc));
 		return -1;
 	}
 	if (!rc && fs_is_mount_point(path, &st)) {
-		fs_preflight_fail("mountpoint %s is already a mount point with files "
-				  "in it (sandboxfs mounted twice?): unmount it "
-				  "first (fusermount3 -u %s), or add -o nonempty",
-				  path, path);
+		fs_log("mountpoint %s is already a mount point with files "
+		       "in it (sandboxfs mounted twice?): unmount it "
+		       "first (fusermount3 -u %s), or add -o nonempty",
+		       path, path);
 		return -1;
 	}
 	if (!rc) {
-		fs_preflight_fail("mountpoint %s is not empty: its files would be "
-				  "hidden; use an empty directory, or add -o "
-				  "nonempty to mount over them",
-				  path);
+		fs_log("mountpoint %s is not empty: its files would be "
+		       "hidden; use an empty directory, or add -o "
+		       "nonempty to mount over them",
+		       path);
 		return -1;
 	}
 	return 0;
@@ -144,27 +133,25 @@ int fs_preflight_fuse(bool need_fusermount)
 {
 	struct stat st;
 	if (stat(FS_FUSE_DEVICE, &st) < 0) {
-		fs_preflight_fail(FS_FUSE_DEVICE
-				  " is missing (%s): load the FUSE "
-				  "module (modprobe fuse), or in a container "
-				  "pass the device (docker run --device "
-				  "/dev/fuse)",
-				  strerror(errno));
+		fs_log(FS_FUSE_DEVICE " is missing (%s): load the FUSE "
+				      "module (modprobe fuse), or in a container "
+				      "pass the device (docker run --device "
+				      "/dev/fuse)",
+		       strerror(errno));
 		return -1;
 	}
 	if (!S_ISCHR(st.st_mode) || major(st.st_rdev) != 10 || minor(st.st_rdev) != 229) {
-		fs_preflight_fail(FS_FUSE_DEVICE
-				  " is not the FUSE device (expected "
-				  "character device 10:229): recreate it "
-				  "(mknod -m 0666 /dev/fuse c 10 229) or pass "
-				  "the host's (docker run --device /dev/fuse)");
+		fs_log(FS_FUSE_DEVICE " is not the FUSE device (expected "
+				      "character device 10:229): recreate it "
+				      "(mknod -m 0666 /dev/fuse c 10 229) or pass "
+				      "the host's (docker run --device /dev/fuse)");
 		return -1;
 	}
 	if (need_fusermount && !fs_fusermount_found()) {
-		fs_preflight_fail(FS_FUSERMOUNT " not found in " FS_FUSERMOUNT_DIR
-						" or PATH: install it (apt-get "
-						"install fuse3), or add its "
-						"directory to PATH");
+		fs_log(FS_FUSERMOUNT " not found in " FS_FUSERMOUNT_DIR
+				     " or PATH: install it (apt-get "
+				     "install fuse3), or add its "
+				     "directory to PATH");
 		return -1;
 	}
 	return 0;
