@@ -165,9 +165,7 @@ int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st,
 		return rc;
 	pthread_mutex_lock(&c->lock);
 	struct wsattr a;
-	rc = lookup(ws, rel, &a);
-	if (rc == 0 && rel[0] && ws_machinery(ws, "", rel))
-		rc = -ENOENT;
+	rc = lookup(ws, rel, &a); /* ws_check hid the machinery already */
 	if (rc == 0)
 		fill_stat(ws, rel, &a, st);
 	pthread_mutex_unlock(&c->lock);
