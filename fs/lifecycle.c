@@ -37,6 +37,21 @@ static int fs_journal(struct fs_mount *m, const struct journal_record *r)
 	return rc;
 }
 
+/* The i-th sandbox, claimed for a lifecycle operation (lifecycle_busy)
+ * when want says it needs one and nothing else holds it; else NULL. */
+static struct fs_sandbox *fs_claim_at(struct fs_mount *m, size_t i,
+				      bool (*want)(const struct fs_sandbox *))
+{
+	pthread_mutex_lock(&m->lock);
+	struct fs_sandbox *sb = m->sbs[i];
+	if (sb->lifecycle_busy || !want(sb))
+		sb = NULL;
+	else
+		sb->lifecycle_busy = true;
+	pthread_mutex_unlock(&m->lock);
+	return sb;
+}
+
 /* Ends the create, delete or reconcile that set sb->lifecycle_busy. */
 static void fs_unclaim(struct fs_mount *m, struct fs_sandbox *sb)
 {
@@ -252,6 +267,13 @@ static int fs_reconcile_one(struct fs_mount *m, struct fs_sandbox *sb)
 	return res;
 }
 
+/* A create of ours whose outcome is not known yet (m->lock held). */
+static bool fs_create_unsettled(const struct fs_sandbox *sb)
+{
+	return sb->present && sb->owned && !sb->url &&
+	       (sb->state == FS_SB_UNKNOWN || sb->state == FS_SB_CREATING);
+}
+
 void fs_reconcile_creates(struct fs_mount *m)
 {
 	if (!m->have_orch)
@@ -260,15 +282,8 @@ void fs_reconcile_creates(struct fs_mount *m)
 	size_t n = m->nsbs;
 	pthread_mutex_unlock(&m->lock);
 	for (size_t i = 0; i < n; i++) {
-		pthread_mutex_lock(&m->lock);
-		struct fs_sandbox *sb = m->sbs[i];
-		bool todo = sb->present && sb->owned && !sb->url &&
-			    (sb->state == FS_SB_UNKNOWN || sb->state == FS_SB_CREATING) &&
-			    !sb->lifecycle_busy;
-		if (todo)
-			sb->lifecycle_busy = true;
-		pthread_mutex_unlock(&m->lock);
-		if (!todo)
+		struct fs_sandbox *sb = fs_claim_at(m, i, fs_create_unsettled);
+		if (!sb)
 			continue;
 		fs_reconcile_one(m, sb);
 		fs_unclaim(m, sb);
@@ -546,6 +561,15 @@ int fs_sandbox_detach(struct fs_mount *m, const char *id)
 	return 0;
 }
 
+/* An unconfirmed delete of ours, or a failed create whose record the
+ * orchestrator may still keep; never one running a command (m->lock
+ * held). */
+static bool fs_disposal_unconfirmed(const struct fs_sandbox *sb)
+{
+	return sb->present && sb->owned && !sb->busy &&
+	       (sb->state == FS_SB_DELETING || sb->state == FS_SB_FAILED);
+}
+
 int fs_recover(struct fs_mount *m, FILE *report)
 {
 	if (!m->have_orch)
@@ -556,17 +580,8 @@ int fs_recover(struct fs_mount *m, FILE *report)
 	size_t n = m->nsbs;
 	pthread_mutex_unlock(&m->lock);
 	for (size_t i = 0; i < n; i++) {
-		pthread_mutex_lock(&m->lock);
-		struct fs_sandbox *sb = m->sbs[i];
-		/* unconfirmed deletes, and failed creates whose record the
-		 * orchestrator still keeps; never a command */
-		bool todo = sb->present && sb->owned && !sb->lifecycle_busy &&
-			    !sb->busy &&
-			    (sb->state == FS_SB_DELETING || sb->state == FS_SB_FAILED);
-		if (todo)
-			sb->lifecycle_busy = true;
-		pthread_mutex_unlock(&m->lock);
-		if (!todo)
+		struct fs_sandbox *sb = fs_claim_at(m, i, fs_disposal_unconfirmed);
+		if (!sb)
 			continue;
 		int rc = fs_delete_owned(m, sb);
 		if (report)

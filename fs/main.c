@@ -322,6 +322,9 @@ int main(int argc, char *argv[])
 		goto out_journal;
 	char msg[512];
 	if (m->opt.local) {
+		/* The local server and every command it runs inherit this
+		 * environment: an orchestrator token there is not theirs. */
+		unsetenv("SANDBOXFS_TOKEN");
 		if (fs_local_start(&local, m->state_dir, m->opt.server, m->opt.foreground,
 				   msg, sizeof(msg)) < 0) {
 			fs_log("%s", msg);

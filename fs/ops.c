@@ -140,20 +140,20 @@ static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t
 	case FS_N_ROOT: {
 		fs_orch_refresh(m, false);
 		filler(buf, ".sandboxfs", NULL, 0, 0);
+		/* A sandbox object and its id live as long as the mount: the
+		 * names need no copies, only the array may move. */
 		pthread_mutex_lock(&m->lock);
 		size_t n = m->nsbs;
-		char **names = calloc(n + 1, sizeof(*names));
+		const char **names = calloc(n + 1, sizeof(*names));
 		size_t k = 0;
 		for (size_t i = 0; names && i < n; i++)
 			if (m->sbs[i]->present)
-				names[k++] = fs_strdup0(m->sbs[i]->id);
+				names[k++] = m->sbs[i]->id;
 		pthread_mutex_unlock(&m->lock);
 		if (!names)
 			return -ENOMEM;
-		for (size_t i = 0; i < k; i++) {
+		for (size_t i = 0; i < k; i++)
 			filler(buf, names[i], NULL, 0, 0);
-			free(names[i]);
-		}
 		free(names);
 		return 0;
 	}

@@ -165,9 +165,7 @@ int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st,
 		return rc;
 	pthread_mutex_lock(&c->lock);
 	struct wsattr a;
-	rc = lookup(ws, rel, &a);
-	if (rc == 0 && rel[0] && ws_machinery(ws, "", rel))
-		rc = -ENOENT;
+	rc = lookup(ws, rel, &a); /* ws_check hid the machinery already */
 	if (rc == 0)
 		fill_stat(ws, rel, &a, st);
 	pthread_mutex_unlock(&c->lock);
@@ -901,28 +899,6 @@ static int copy_tree(struct workspace *ws, const char *url, const char *from,
 	return rc;
 }
 
-static char *shell_quote(const char *s)
-{
-	size_t n = 3;
-	for (const char *p = s; *p; p++)
-		n += *p == '\'' ? 4 : 1;
-	char *q = malloc(n), *o = q;
-	if (!q)
-		return NULL;
-	*o++ = '\'';
-	for (; *s; s++) {
-		if (*s == '\'') {
-			memcpy(o, "'\\''", 4);
-			o += 4;
-		} else {
-			*o++ = *s;
-		}
-	}
-	*o++ = '\'';
-	*o = '\0';
-	return q;
-}
-
 static int rename_dir(struct workspace *ws, const char *from, const char *to,
 		      bool dst_exists)
 {
@@ -956,7 +932,7 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 		}
 	}
 	if (c->cfg.exec) {
-		char *qf = shell_quote(from), *qt = shell_quote(to), *cmd = NULL;
+		char *qf = ws_shell_quote(from), *qt = ws_shell_quote(to), *cmd = NULL;
 		if (qf && qt &&
 		    asprintf(&cmd, "%s%s%s mv -- %s %s", dst_exists ? "rmdir -- " : "",
 			     dst_exists ? qt : "", dst_exists ? " &&" : "", qf, qt) < 0)

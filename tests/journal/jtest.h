@@ -180,4 +180,25 @@ static inline void jt_sample(struct journal_record *r, enum journal_kind kind, i
 	}
 }
 
+/* What a journal_scan delivered, copied (the first 256 records). */
+struct jt_collect {
+	struct journal_record v[256];
+	size_t n;
+};
+
+static inline int jt_collect_one(void *ctx, const struct journal_record *r, uint64_t off)
+{
+	struct jt_collect *c = ctx;
+	if (c->n < 256)
+		journal_record_copy(&c->v[c->n++], r);
+	return 0;
+}
+
+static inline void jt_collect_clear(struct jt_collect *c)
+{
+	for (size_t i = 0; i < c->n; i++)
+		journal_record_clear(&c->v[i]);
+	c->n = 0;
+}
+
 #endif

@@ -106,31 +106,11 @@ static void build_sample(void)
 	printf("sample journal: %zu records, %zu bytes\n", nrecs, orig_len);
 }
 
-struct collect {
-	struct journal_record v[128];
-	size_t n;
-};
-
-static int collect_one(void *ctx, const struct journal_record *r, uint64_t off)
-{
-	struct collect *c = ctx;
-	if (c->n < 128)
-		journal_record_copy(&c->v[c->n++], r);
-	return 0;
-}
-
-static enum journal_scan_end scan_fd(int fd, struct collect *c)
+static enum journal_scan_end scan_fd(int fd, struct jt_collect *c)
 {
 	struct journal_scan_result res;
-	journal_scan(fd, collect_one, c, &res);
+	journal_scan(fd, jt_collect_one, c, &res);
 	return res.end;
-}
-
-static void collect_clear(struct collect *c)
-{
-	for (size_t i = 0; i < c->n; i++)
-		journal_record_clear(&c->v[i]);
-	c->n = 0;
 }
 
 static bool is_mark(enum journal_kind k)
@@ -143,7 +123,7 @@ static bool is_mark(enum journal_kind k)
  * marks that open appended, and the live state is the replay of it. */
 static void check_prefix_file(const char *dir, struct journal *j, size_t m, size_t marks)
 {
-	struct collect c = {0};
+	struct jt_collect c = {0};
 	int fd = open(jpath(dir), O_RDONLY);
 	CHECK_EQ(scan_fd(fd, &c), JOURNAL_SCAN_WHOLE);
 	close(fd);
@@ -162,7 +142,7 @@ static void check_prefix_file(const char *dir, struct journal *j, size_t m, size
 	CHECK(journal_state_equal(&replay, &live));
 	journal_state_clear(&replay);
 	journal_state_clear(&live);
-	collect_clear(&c);
+	jt_collect_clear(&c);
 }
 
 static void test_cut_everywhere(void)
@@ -243,7 +223,7 @@ static void test_flip_every_byte(void)
 	int fd = memfd_create("flip", MFD_CLOEXEC);
 	for (size_t i = 0; i < orig_len; i++) {
 		for (int bit = 0; bit < 8; bit++) {
-			struct collect c = {0};
+			struct jt_collect c = {0};
 			memcpy(b, orig, orig_len);
 			b[i] ^= (uint8_t)(1u << bit);
 			CHECK(ftruncate(fd, 0) == 0);
@@ -254,7 +234,7 @@ static void test_flip_every_byte(void)
 			for (size_t k = 0; k < c.n && prefix; k++)
 				prefix = journal_record_equal(&c.v[k], &recs[k]);
 			CHECK(prefix);
-			collect_clear(&c);
+			jt_collect_clear(&c);
 			scans++;
 		}
 	}

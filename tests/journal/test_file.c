@@ -39,33 +39,13 @@ static struct journal *open_dir(const char *dir, struct journal_open_report *rep
 	return j;
 }
 
-struct collect {
-	struct journal_record v[256];
-	size_t n;
-};
-
-static int collect_one(void *ctx, const struct journal_record *r, uint64_t off)
-{
-	struct collect *c = ctx;
-	if (c->n < 256)
-		journal_record_copy(&c->v[c->n++], r);
-	return 0;
-}
-
-static void collect_clear(struct collect *c)
-{
-	for (size_t i = 0; i < c->n; i++)
-		journal_record_clear(&c->v[i]);
-	c->n = 0;
-}
-
-static enum journal_scan_end scan_path(const char *p, struct collect *c)
+static enum journal_scan_end scan_path(const char *p, struct jt_collect *c)
 {
 	struct journal_scan_result res;
 	int fd = open(p, O_RDONLY);
 	if (fd < 0)
 		return JOURNAL_SCAN_IOERR;
-	journal_scan(fd, c ? collect_one : NULL, c, &res);
+	journal_scan(fd, c ? jt_collect_one : NULL, c, &res);
 	close(fd);
 	return res.end;
 }
@@ -92,7 +72,7 @@ static void test_every_kind_through_file(void)
 	CHECK_EQ(journal_sync(j), 0);
 	journal_close(j);
 
-	struct collect c = {0};
+	struct jt_collect c = {0};
 	CHECK_EQ(scan_path(path_in(dir, "journal"), &c), JOURNAL_SCAN_WHOLE);
 	CHECK_EQ(c.n, n);
 	for (int i = 0; i < n && i < (int)c.n; i++) {
@@ -101,7 +81,7 @@ static void test_every_kind_through_file(void)
 			fprintf(stderr, "kind %s differs after the file\n",
 				journal_kind_name(recs[i].kind));
 	}
-	collect_clear(&c);
+	jt_collect_clear(&c);
 
 	/* A second mount of the same directory is refused while open. */
 	struct journal *j1 = open_dir(dir, &rep, &rc, 0, 0);
@@ -201,7 +181,7 @@ static void test_unknown_marking(void)
 	journal_close(j);
 
 	/* The marks are records in the file: written once. */
-	struct collect c = {0};
+	struct jt_collect c = {0};
 	CHECK_EQ(scan_path(path_in(dir, "journal"), &c), JOURNAL_SCAN_WHOLE);
 	CHECK_EQ(c.n, 12);
 	if (c.n == 12) {
@@ -210,7 +190,7 @@ static void test_unknown_marking(void)
 		CHECK(c.v[11].kind == JOURNAL_DELETE_UNCONFIRMED);
 		CHECK(c.v[9].time_ms > 0 && c.v[9].error != NULL);
 	}
-	collect_clear(&c);
+	jt_collect_clear(&c);
 	j = open_dir(dir, &rep, &rc, 0, 0);
 	CHECK_EQ(rep.unknown_marked, 0);
 	CHECK_EQ(rep.records, 12);
