@@ -195,7 +195,11 @@ def test_writers_listers_readers_and_four_shells_on_one_ctl(tmp_path, mounts):
     wrong = sorted(k for k in want if k in got and got[k] != want[k])
     extra = sorted(set(got) - set(want))
     assert not missing and not wrong and not extra, (missing[:5], wrong[:5], extra[:5])
-    assert hwm[0] < 256 * 1024, f"daemon VmHWM {hwm[0]} KiB"
+    # AddressSanitizer's shadow memory and quarantine are not the daemon's:
+    # under it the bound is looser, but still a bound.
+    with open(f"/proc/{m.pid}/maps") as f:
+        limit = 1024 * 1024 if "libasan" in f.read() else 256 * 1024
+    assert hwm[0] < limit, f"daemon VmHWM {hwm[0]} KiB (limit {limit} KiB)"
     health = mount.read(m.path(".sandboxfs", "health"))
     assert health == "ok\n", health
     print(f"\nload: {len(want)} files checked, {reads[0]} reads, {listings[0]} ls -lR, "
