@@ -19,6 +19,10 @@ PACKAGES=(
 	libfuse3-dev fuse3 libcurl4-openssl-dev libcjson-dev libmicrohttpd-dev
 	zlib1g-dev libattr1-dev attr
 	python3 python3-pytest curl procps psmisc openssl
+	# the installation tests: man pages, shell completion
+	man-db groff-base bash-completion
+	# examples/edit.sh scripts ed (and vim, below)
+	ed
 	# the workspace's mounted tests run real programs through the mount
 	vim git rsync fio tar
 	# the reliability tests: a TLS peer, another user, a leak check

@@ -282,10 +282,26 @@ void backend_get_stats(struct backend *b, struct backend_stats *out)
 	out->latency_p99_us = percentile(hist, total, 0.99);
 }
 
-void backend_count_local_error(struct backend *b, enum backend_op op)
+enum backend_status backend_refuse(struct backend *b, enum backend_op op,
+				   enum backend_status st, struct backend_error *err,
+				   const char *msg)
 {
 	backend_add(&b->requests[op], 1);
 	backend_add(&b->errors, 1);
+	backend_set_error(err, st, 0, "%s", msg);
+	return st;
+}
+
+void backend_req_init(struct backend_req *r, enum backend_op op, const char *method,
+		      const char *url, const char *path)
+{
+	memset(r, 0, sizeof(*r));
+	r->op = op;
+	r->method = method;
+	r->base_url = url;
+	r->path = path;
+	r->put_fd = -1;
+	r->get_fd = -1;
 }
 
 void backend_count_error(struct backend *b)

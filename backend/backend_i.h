@@ -97,9 +97,15 @@ void backend_set_error(struct backend_error *err, enum backend_status status,
 		       int http_status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Counts one failed call that never reached backend_http (refused
- * locally), so that stats.errors covers every non-OK return. */
-void backend_count_local_error(struct backend *b, enum backend_op op);
+/* A call refused locally, before backend_http: counted (so that
+ * stats.errors covers every non-OK return), err set to msg. Returns st. */
+enum backend_status backend_refuse(struct backend *b, enum backend_op op,
+				   enum backend_status st, struct backend_error *err,
+				   const char *msg);
+
+/* Zeroes r and sets what every request has; no descriptors. */
+void backend_req_init(struct backend_req *r, enum backend_op op, const char *method,
+		      const char *url, const char *path);
 
 /* Counts an error found after a successful exchange (bad answer). */
 void backend_count_error(struct backend *b);

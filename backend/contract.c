@@ -7,26 +7,25 @@
 #include "backend_i.h"
 #include "backend_json_i.h"
 
-static void req_init(struct backend_req *r, enum backend_op op, const char *method,
-		     const char *url, const char *path)
+/* Sets up a request on /files/PATH with the bounds of a file transfer
+ * (error answers only kept, stall limit); the caller adds its own. *p is
+ * the encoded path, the caller's to free. BACKEND_OK, or the refusal. */
+static enum backend_status files_req(struct backend *b, struct backend_req *r,
+				     const char *method, const char *url,
+				     const char *path, char **p,
+				     struct backend_error *err)
 {
-	memset(r, 0, sizeof(*r));
-	r->op = op;
-	r->method = method;
-	r->base_url = url;
-	r->path = path;
-	r->put_fd = -1;
-	r->get_fd = -1;
-}
+	bool invalid;
 
-/* A refused-locally call: counted, reported, nothing sent. */
-static enum backend_status refuse(struct backend *b, enum backend_op op,
-				  enum backend_status st, struct backend_error *err,
-				  const char *msg)
-{
-	backend_count_local_error(b, op);
-	backend_set_error(err, st, 0, "%s", msg);
-	return st;
+	*p = backend_files_path(path, &invalid);
+	if (!*p)
+		return backend_refuse(b, BACKEND_OP_FILE,
+				      invalid ? BACKEND_BAD_REQUEST : BACKEND_LOCAL, err,
+				      invalid ? "invalid path" : "out of memory");
+	backend_req_init(r, BACKEND_OP_FILE, method, url, *p);
+	r->max_answer = b->cfg.max_json_bytes;
+	r->stall = true;
+	return BACKEND_OK;
 }
 
 static void set_ok(struct backend_error *err)
@@ -45,12 +44,13 @@ enum backend_status backend_execute(struct backend *b, const char *url,
 
 	memset(out, 0, sizeof(*out));
 	if (!command || timeout_s < 0)
-		return refuse(b, BACKEND_OP_EXECUTE, BACKEND_BAD_REQUEST, err,
-			      "no command or negative timeout");
+		return backend_refuse(b, BACKEND_OP_EXECUTE, BACKEND_BAD_REQUEST, err,
+				      "no command or negative timeout");
 	body = backend_json_exec_request(command, timeout_s);
 	if (!body)
-		return refuse(b, BACKEND_OP_EXECUTE, BACKEND_LOCAL, err, "out of memory");
-	req_init(&r, BACKEND_OP_EXECUTE, "POST", url, "/execute");
+		return backend_refuse(b, BACKEND_OP_EXECUTE, BACKEND_LOCAL, err,
+				      "out of memory");
+	backend_req_init(&r, BACKEND_OP_EXECUTE, "POST", url, "/execute");
 	r.body = body;
 	r.body_len = strlen(body);
 	r.max_answer = b->cfg.max_exec_bytes;
@@ -86,23 +86,17 @@ enum backend_status backend_file_get(struct backend *b, const char *url, const c
 {
 	struct backend_req r;
 	enum backend_status st;
-	bool invalid;
 	char *p;
 
 	if (size_out)
 		*size_out = 0;
 	if (fd < 0)
-		return refuse(b, BACKEND_OP_FILE, BACKEND_BAD_REQUEST, err,
-			      "bad descriptor");
-	p = backend_files_path(path, &invalid);
-	if (!p)
-		return refuse(b, BACKEND_OP_FILE,
-			      invalid ? BACKEND_BAD_REQUEST : BACKEND_LOCAL, err,
-			      invalid ? "invalid path" : "out of memory");
-	req_init(&r, BACKEND_OP_FILE, "GET", url, p);
-	r.get_fd = fd;
-	r.max_answer = b->cfg.max_json_bytes; /* only error answers kept */
-	r.stall = true;
+		return backend_refuse(b, BACKEND_OP_FILE, BACKEND_BAD_REQUEST, err,
+				      "bad descriptor");
+	st = files_req(b, &r, "GET", url, path, &p, err);
+	if (st != BACKEND_OK)
+		return st;
+	r.get_fd = fd; /* the body streams there, not into r.answer */
 	st = backend_http(b, &r, err);
 	if (size_out)
 		*size_out = r.fd_bytes;
@@ -118,25 +112,19 @@ enum backend_status backend_file_put(struct backend *b, const char *url, const c
 {
 	struct backend_req r;
 	enum backend_status st;
-	bool invalid;
 	char *p;
 
 	if (fd < 0)
-		return refuse(b, BACKEND_OP_FILE, BACKEND_BAD_REQUEST, err,
-			      "bad descriptor");
+		return backend_refuse(b, BACKEND_OP_FILE, BACKEND_BAD_REQUEST, err,
+				      "bad descriptor");
 	if (!*path)
-		return refuse(b, BACKEND_OP_FILE, BACKEND_BAD_REQUEST, err,
-			      "cannot PUT the workspace root");
-	p = backend_files_path(path, &invalid);
-	if (!p)
-		return refuse(b, BACKEND_OP_FILE,
-			      invalid ? BACKEND_BAD_REQUEST : BACKEND_LOCAL, err,
-			      invalid ? "invalid path" : "out of memory");
-	req_init(&r, BACKEND_OP_FILE, "PUT", url, p);
+		return backend_refuse(b, BACKEND_OP_FILE, BACKEND_BAD_REQUEST, err,
+				      "cannot PUT the workspace root");
+	st = files_req(b, &r, "PUT", url, path, &p, err);
+	if (st != BACKEND_OK)
+		return st;
 	r.put_fd = fd;
 	r.put_size = size;
-	r.max_answer = b->cfg.max_json_bytes;
-	r.stall = true;
 	st = backend_http(b, &r, err);
 	if (st == BACKEND_OK)
 		set_ok(err);
@@ -150,21 +138,15 @@ enum backend_status backend_file_delete(struct backend *b, const char *url,
 {
 	struct backend_req r;
 	enum backend_status st;
-	bool invalid;
 	char *p;
 
 	if (!*path)
-		return refuse(b, BACKEND_OP_FILE, BACKEND_BAD_REQUEST, err,
-			      "cannot DELETE the workspace root");
-	p = backend_files_path(path, &invalid);
-	if (!p)
-		return refuse(b, BACKEND_OP_FILE,
-			      invalid ? BACKEND_BAD_REQUEST : BACKEND_LOCAL, err,
-			      invalid ? "invalid path" : "out of memory");
-	req_init(&r, BACKEND_OP_FILE, "DELETE", url, p);
-	r.max_answer = b->cfg.max_json_bytes;
+		return backend_refuse(b, BACKEND_OP_FILE, BACKEND_BAD_REQUEST, err,
+				      "cannot DELETE the workspace root");
+	st = files_req(b, &r, "DELETE", url, path, &p, err);
+	if (st != BACKEND_OK)
+		return st;
 	r.timeout_ms = b->cfg.request_timeout_ms;
-	r.stall = true;
 	st = backend_http(b, &r, err);
 	if (st == BACKEND_OK)
 		set_ok(err);
@@ -178,19 +160,14 @@ enum backend_status backend_list(struct backend *b, const char *url, const char 
 {
 	struct backend_req r;
 	enum backend_status st;
-	bool invalid;
 	char *p;
 
 	memset(out, 0, sizeof(*out));
-	p = backend_files_path(path, &invalid);
-	if (!p)
-		return refuse(b, BACKEND_OP_FILE,
-			      invalid ? BACKEND_BAD_REQUEST : BACKEND_LOCAL, err,
-			      invalid ? "invalid path" : "out of memory");
-	req_init(&r, BACKEND_OP_FILE, "GET", url, p);
+	st = files_req(b, &r, "GET", url, path, &p, err);
+	if (st != BACKEND_OK)
+		return st;
 	r.max_answer = b->cfg.max_listing_bytes;
 	r.timeout_ms = b->cfg.request_timeout_ms;
-	r.stall = true;
 	st = backend_http(b, &r, err);
 	if (st == BACKEND_OK) {
 		st = backend_json_listing(r.answer, r.answer_len, out);
@@ -218,7 +195,7 @@ enum backend_status backend_health(struct backend *b, const char *url,
 	struct backend_req r;
 	enum backend_status st;
 
-	req_init(&r, BACKEND_OP_HEALTH, "GET", url, "/healthz");
+	backend_req_init(&r, BACKEND_OP_HEALTH, "GET", url, "/healthz");
 	r.max_answer = 64 * 1024;
 	r.timeout_ms = b->cfg.request_timeout_ms;
 	r.stall = true;

@@ -8,27 +8,13 @@
 #include "backend_i.h"
 #include "backend_json_i.h"
 
-static enum backend_status refuse(struct backend *b, enum backend_op op,
-				  enum backend_status st, struct backend_error *err,
-				  const char *msg)
-{
-	backend_count_local_error(b, op);
-	backend_set_error(err, st, 0, "%s", msg);
-	return st;
-}
-
+/* Every orchestrator call: the token, a JSON answer, the request bounds. */
 static void req_init(struct backend_req *r, struct backend *b, enum backend_op op,
 		     const char *method, const struct backend_orchestrator *o,
 		     const char *path)
 {
-	memset(r, 0, sizeof(*r));
-	r->op = op;
-	r->method = method;
-	r->base_url = o->base_url;
+	backend_req_init(r, op, method, o->base_url, path);
 	r->token = o->token;
-	r->path = path;
-	r->put_fd = -1;
-	r->get_fd = -1;
 	r->max_answer = b->cfg.max_json_bytes;
 	r->timeout_ms = b->cfg.request_timeout_ms;
 	r->stall = true;
@@ -68,20 +54,21 @@ enum backend_status backend_orch_create(struct backend *b,
 
 	memset(out, 0, sizeof(*out));
 	if (req->id && !backend_sandbox_id_valid(req->id))
-		return refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
-			      "invalid sandbox id (RFC-1123 label)");
+		return backend_refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
+				      "invalid sandbox id (RFC-1123 label)");
 	if (!!req->pool == !!req->image)
-		return refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
-			      "exactly one of pool and image");
+		return backend_refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
+				      "exactly one of pool and image");
 	if (req->image && (req->port < 1 || req->port > 65535))
-		return refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
-			      "an image needs a port in 1-65535");
+		return backend_refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
+				      "an image needs a port in 1-65535");
 	if (req->idle_timeout_s < 0)
-		return refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
-			      "negative idle timeout");
+		return backend_refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
+				      "negative idle timeout");
 	body = backend_json_create_request(req);
 	if (!body)
-		return refuse(b, BACKEND_OP_CREATE, BACKEND_LOCAL, err, "out of memory");
+		return backend_refuse(b, BACKEND_OP_CREATE, BACKEND_LOCAL, err,
+				      "out of memory");
 	req_init(&r, b, BACKEND_OP_CREATE, "POST", o, "/v1/sandbox");
 	r.body = body;
 	r.body_len = strlen(body);
@@ -105,8 +92,8 @@ enum backend_status backend_orch_get(struct backend *b,
 
 	memset(out, 0, sizeof(*out));
 	if (!backend_sandbox_id_valid(id))
-		return refuse(b, BACKEND_OP_SANDBOX, BACKEND_BAD_REQUEST, err,
-			      "invalid sandbox id (RFC-1123 label)");
+		return backend_refuse(b, BACKEND_OP_SANDBOX, BACKEND_BAD_REQUEST, err,
+				      "invalid sandbox id (RFC-1123 label)");
 	/* A valid id needs no encoding. */
 	snprintf(path, sizeof(path), "/v1/sandbox/%s", id);
 	req_init(&r, b, BACKEND_OP_SANDBOX, "GET", o, path);
@@ -163,8 +150,8 @@ enum backend_status backend_orch_delete(struct backend *b,
 	char path[96];
 
 	if (!backend_sandbox_id_valid(id))
-		return refuse(b, BACKEND_OP_SANDBOX, BACKEND_BAD_REQUEST, err,
-			      "invalid sandbox id (RFC-1123 label)");
+		return backend_refuse(b, BACKEND_OP_SANDBOX, BACKEND_BAD_REQUEST, err,
+				      "invalid sandbox id (RFC-1123 label)");
 	snprintf(path, sizeof(path), "/v1/sandbox/%s", id);
 	req_init(&r, b, BACKEND_OP_SANDBOX, "DELETE", o, path);
 	st = backend_http(b, &r, err);

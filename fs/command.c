@@ -291,7 +291,12 @@ static void fs_job_finish(struct fs_job *job, enum backend_status st,
 		r.error = why;
 	}
 
-	int jrc = journal_append(m->journal, &r, true);
+	/* Written, not synced: only the intent must be durable before the
+	 * request (never resent). A power loss before the next sync turns
+	 * this outcome into "unknown" at replay, the safe side; a crash of
+	 * the daemon alone loses nothing (the page cache keeps it). Saves
+	 * one fdatasync per command (see tests/bench/RESULTS.md). */
+	int jrc = journal_append(m->journal, &r, false);
 	if (jrc < 0)
 		fs_log("sandbox %s run %llu: journal append failed: %s", sb->id,
 		       (unsigned long long)job->seq, strerror(-jrc));
@@ -453,6 +458,16 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	if (len == 0 || memchr(command, '\0', len))
 		return -EINVAL;
 
+	/* What the run needs is allocated before the seat is taken, so that
+	 * running out of memory is an errno here, never an abort in a FUSE
+	 * operation or a seat left taken. */
+	char *cmd = strndup(command, len);	   /* the journal's, then the job's */
+	char *run_command = strndup(command, len); /* the run history's */
+	struct fs_job *job = calloc(1, sizeof(*job));
+	int refused = -ENOMEM;
+	if (!cmd || !run_command || !job)
+		goto refuse;
+
 	/* A command the workspace runs from workspace_before_command, on
 	 * this thread, uses the seat the user's command already holds. */
 	bool nested = internal && fs_seat_holder == sb;
@@ -460,15 +475,16 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	pthread_mutex_lock(&m->lock);
 	if (!sb->present || !sb->url || sb->state == FS_SB_GONE ||
 	    sb->state == FS_SB_DELETING || sb->lifecycle_busy) {
-		int e = sb->present ? ENOTCONN : ENOENT;
+		refused = sb->present ? -ENOTCONN : -ENOENT;
 		pthread_mutex_unlock(&m->lock);
-		return -e;
+		goto refuse;
 	}
 	if (!nested) {
 		if (sb->busy) {
 			pthread_mutex_unlock(&m->lock);
 			atomic_fetch_add(&m->n.busy_refused, 1);
-			return -EBUSY;
+			refused = -EBUSY;
+			goto refuse;
 		}
 		sb->busy = true;
 		sb->busy_seq = 0; /* claimed; the run gets its number below */
@@ -495,9 +511,7 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 		sb->busy_seq = seq;
 	struct fs_run *run = fs_sandbox_push_run(m, sb);
 	run->seq = seq;
-	run->command = strndup(command, len);
-	if (!run->command)
-		abort();
+	run->command = run_command;
 	run->timeout_s = timeout_s;
 	run->status = FS_RUN_RUNNING;
 	run->started_ms = fs_now_ms();
@@ -513,9 +527,6 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	r.sandbox = sb->id;
 	r.seq = seq;
 	r.timeout_s = timeout_s;
-	char *cmd = strndup(command, len);
-	if (!cmd)
-		abort();
 	r.command = cmd;
 	if (rc == 0)
 		rc = journal_append(m->journal, &r, true);
@@ -526,12 +537,10 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 		fs_run_abort(m, sb, seq, why, EIO);
 		free(cmd);
 		free(url);
+		free(job);
 		return -EIO;
 	}
 
-	struct fs_job *job = calloc(1, sizeof(*job));
-	if (!job)
-		abort();
 	job->m = m;
 	job->sb = sb;
 	job->seq = seq;
@@ -563,6 +572,12 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	pthread_mutex_unlock(&m->lock);
 	fs_job_put(job);
 	return rc;
+
+refuse: /* before the seat was taken: nothing to undo but memory */
+	free(cmd);
+	free(run_command);
+	free(job);
+	return refused;
 }
 
 int fs_command_wait_idle(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq,

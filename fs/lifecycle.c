@@ -37,6 +37,29 @@ static int fs_journal(struct fs_mount *m, const struct journal_record *r)
 	return rc;
 }
 
+/* The i-th sandbox, claimed for a lifecycle operation (lifecycle_busy)
+ * when want says it needs one and nothing else holds it; else NULL. */
+static struct fs_sandbox *fs_claim_at(struct fs_mount *m, size_t i,
+				      bool (*want)(const struct fs_sandbox *))
+{
+	pthread_mutex_lock(&m->lock);
+	struct fs_sandbox *sb = m->sbs[i];
+	if (sb->lifecycle_busy || !want(sb))
+		sb = NULL;
+	else
+		sb->lifecycle_busy = true;
+	pthread_mutex_unlock(&m->lock);
+	return sb;
+}
+
+/* Ends the create, delete or reconcile that set sb->lifecycle_busy. */
+static void fs_unclaim(struct fs_mount *m, struct fs_sandbox *sb)
+{
+	pthread_mutex_lock(&m->lock);
+	sb->lifecycle_busy = false;
+	pthread_mutex_unlock(&m->lock);
+}
+
 int fs_orch_refresh(struct fs_mount *m, bool force)
 {
 	if (!m->have_orch)
@@ -74,9 +97,10 @@ int fs_orch_refresh(struct fs_mount *m, bool force)
 		m->list_errno = backend_errno(st, BACKEND_OP_SANDBOX);
 		snprintf(m->list_error, sizeof(m->list_error), "%s: %s",
 			 backend_status_name(st), err.message);
+		last = m->list_errno; /* read under the lock it is written under */
 		pthread_mutex_unlock(&m->lock);
 		pthread_mutex_unlock(&m->list_lock);
-		return m->list_errno;
+		return last;
 	}
 	m->list_errno = 0;
 	m->list_error[0] = '\0';
@@ -243,6 +267,13 @@ static int fs_reconcile_one(struct fs_mount *m, struct fs_sandbox *sb)
 	return res;
 }
 
+/* A create of ours whose outcome is not known yet (m->lock held). */
+static bool fs_create_unsettled(const struct fs_sandbox *sb)
+{
+	return sb->present && sb->owned && !sb->url &&
+	       (sb->state == FS_SB_UNKNOWN || sb->state == FS_SB_CREATING);
+}
+
 void fs_reconcile_creates(struct fs_mount *m)
 {
 	if (!m->have_orch)
@@ -251,20 +282,11 @@ void fs_reconcile_creates(struct fs_mount *m)
 	size_t n = m->nsbs;
 	pthread_mutex_unlock(&m->lock);
 	for (size_t i = 0; i < n; i++) {
-		pthread_mutex_lock(&m->lock);
-		struct fs_sandbox *sb = m->sbs[i];
-		bool todo = sb->present && sb->owned && !sb->url &&
-			    (sb->state == FS_SB_UNKNOWN || sb->state == FS_SB_CREATING) &&
-			    !sb->lifecycle_busy;
-		if (todo)
-			sb->lifecycle_busy = true;
-		pthread_mutex_unlock(&m->lock);
-		if (!todo)
+		struct fs_sandbox *sb = fs_claim_at(m, i, fs_create_unsettled);
+		if (!sb)
 			continue;
 		fs_reconcile_one(m, sb);
-		pthread_mutex_lock(&m->lock);
-		sb->lifecycle_busy = false;
-		pthread_mutex_unlock(&m->lock);
+		fs_unclaim(m, sb);
 	}
 }
 
@@ -373,9 +395,7 @@ int fs_sandbox_create(struct fs_mount *m, const char *id, const char *pool,
 		pthread_mutex_unlock(&m->lock);
 	}
 	backend_sandbox_clear(&s);
-	pthread_mutex_lock(&m->lock);
-	sb->lifecycle_busy = false;
-	pthread_mutex_unlock(&m->lock);
+	fs_unclaim(m, sb);
 	if (res < 0)
 		atomic_fetch_add(&m->n.create_failures, 1);
 	if (res == -EEXIST)
@@ -445,23 +465,16 @@ int fs_sandbox_remove(struct fs_mount *m, const char *id)
 		return -EBUSY;
 	}
 	bool attached = sb->attached;
-	sb->lifecycle_busy = true;
+	if (!attached && m->have_orch)
+		sb->lifecycle_busy = true;
 	pthread_mutex_unlock(&m->lock);
 
-	int rc;
-	if (attached) {
-		pthread_mutex_lock(&m->lock);
-		sb->lifecycle_busy = false;
-		pthread_mutex_unlock(&m->lock);
-		return fs_sandbox_detach(m, id);
-	}
+	if (attached)
+		return fs_sandbox_detach(m, id); /* never deleted: not ours */
 	if (!m->have_orch)
-		rc = -EPERM;
-	else
-		rc = fs_delete_owned(m, sb);
-	pthread_mutex_lock(&m->lock);
-	sb->lifecycle_busy = false;
-	pthread_mutex_unlock(&m->lock);
+		return -EPERM;
+	int rc = fs_delete_owned(m, sb);
+	fs_unclaim(m, sb);
 	return rc;
 }
 
@@ -548,6 +561,15 @@ int fs_sandbox_detach(struct fs_mount *m, const char *id)
 	return 0;
 }
 
+/* An unconfirmed delete of ours, or a failed create whose record the
+ * orchestrator may still keep; never one running a command (m->lock
+ * held). */
+static bool fs_disposal_unconfirmed(const struct fs_sandbox *sb)
+{
+	return sb->present && sb->owned && !sb->busy &&
+	       (sb->state == FS_SB_DELETING || sb->state == FS_SB_FAILED);
+}
+
 int fs_recover(struct fs_mount *m, FILE *report)
 {
 	if (!m->have_orch)
@@ -558,17 +580,8 @@ int fs_recover(struct fs_mount *m, FILE *report)
 	size_t n = m->nsbs;
 	pthread_mutex_unlock(&m->lock);
 	for (size_t i = 0; i < n; i++) {
-		pthread_mutex_lock(&m->lock);
-		struct fs_sandbox *sb = m->sbs[i];
-		/* unconfirmed deletes, and failed creates whose record the
-		 * orchestrator still keeps; never a command */
-		bool todo = sb->present && sb->owned && !sb->lifecycle_busy &&
-			    !sb->busy &&
-			    (sb->state == FS_SB_DELETING || sb->state == FS_SB_FAILED);
-		if (todo)
-			sb->lifecycle_busy = true;
-		pthread_mutex_unlock(&m->lock);
-		if (!todo)
+		struct fs_sandbox *sb = fs_claim_at(m, i, fs_disposal_unconfirmed);
+		if (!sb)
 			continue;
 		int rc = fs_delete_owned(m, sb);
 		if (report)
@@ -576,9 +589,7 @@ int fs_recover(struct fs_mount *m, FILE *report)
 				rc == 0 ? "deleted" : strerror(-rc));
 		if (rc < 0)
 			failures++;
-		pthread_mutex_lock(&m->lock);
-		sb->lifecycle_busy = false;
-		pthread_mutex_unlock(&m->lock);
+		fs_unclaim(m, sb);
 	}
 	return failures ? -EIO : 0;
 }

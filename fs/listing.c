@@ -387,6 +387,13 @@ void dir_remove(struct workspace *ws, const char *path)
 	free(parent);
 }
 
+void dir_stale(struct workspace *ws, const char *path)
+{
+	struct wsdir *d = dir_cached(ws, path);
+	if (d)
+		d->fetched_ms = 0;
+}
+
 /* Marks path and every directory below it stale. */
 void dir_drop(struct workspace *ws, const char *path)
 {

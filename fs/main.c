@@ -8,6 +8,7 @@
  */
 #include "local_i.h"
 #include "mount_i.h"
+#include "preflight_i.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -154,7 +155,15 @@ static int fs_check_orchestrator(struct fs_mount *m, char *msg, size_t len)
 	if (st == BACKEND_OK)
 		return 0;
 	if (st == BACKEND_DENIED)
-		snprintf(msg, len, "orchestrator refused the token (%s)", err.message);
+		snprintf(msg, len,
+			 "orchestrator refused the token (%s): put a valid token in "
+			 "the file given by -o token_file=PATH (or env SANDBOXFS_TOKEN)",
+			 err.message);
+	else if (st == BACKEND_NOT_SENT)
+		snprintf(msg, len,
+			 "orchestrator unreachable (%s): start it, or fix -o "
+			 "orchestrator=URL (env SANDBOXFS_ORCHESTRATOR)",
+			 err.message);
 	else
 		snprintf(msg, len, "orchestrator not usable (%s): %s",
 			 backend_status_name(st), err.message);
@@ -268,6 +277,8 @@ int main(int argc, char *argv[])
 		goto out_args;
 	}
 
+	if (fs_preflight_fuse(getuid() != 0 || !m->opt.no_auto_unmount) < 0)
+		goto out_args;
 	if (!m->opt.no_auto_unmount)
 		fuse_opt_add_arg(&args, "-oauto_unmount");
 	fuse_opt_add_arg(&args, "-osubtype=sandboxfs");
@@ -289,8 +300,11 @@ int main(int argc, char *argv[])
 	jo.repair = m->opt.repair_journal != 0;
 	int rc = journal_open(&jo, &m->journal, &m->jreport);
 	if (rc < 0) {
-		fs_log("journal: %s",
-		       m->jreport.message[0] ? m->jreport.message : strerror(-rc));
+		fs_log("journal: %s%s",
+		       m->jreport.message[0] ? m->jreport.message : strerror(-rc),
+		       rc == -EBADMSG ? " (sandboxfs --dump-journal STATE shows it; "
+					"remount with -o repair_journal)"
+				      : "");
 		goto out_fuse;
 	}
 	if (m->jreport.unknown_marked)
@@ -308,6 +322,9 @@ int main(int argc, char *argv[])
 		goto out_journal;
 	char msg[512];
 	if (m->opt.local) {
+		/* The local server and every command it runs inherit this
+		 * environment: an orchestrator token there is not theirs. */
+		unsetenv("SANDBOXFS_TOKEN");
 		if (fs_local_start(&local, m->state_dir, m->opt.server, m->opt.foreground,
 				   msg, sizeof(msg)) < 0) {
 			fs_log("%s", msg);

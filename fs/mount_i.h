@@ -63,7 +63,7 @@ struct fs_run {
 };
 
 struct fs_sandbox {
-	char *id;
+	char *id;	       /* fixed for the object's life */
 	bool present;	       /* shown in the root */
 	bool owned;	       /* disposed of by rmdir through the orchestrator */
 	bool attached;	       /* given by id and URL: rmdir only detaches */
@@ -109,8 +109,8 @@ struct fs_mount {
 	struct fuse *fuse;
 
 	pthread_mutex_t lock;
-	pthread_cond_t cond; /* broadcast when a run ends or the seat frees */
-	struct fs_sandbox **sbs;
+	pthread_cond_t cond;	 /* broadcast when a run ends or the seat frees */
+	struct fs_sandbox **sbs; /* never removed before unmount; the array may move */
 	size_t nsbs, cap;
 
 	pthread_mutex_t list_lock; /* one orchestrator listing at a time */

@@ -40,16 +40,23 @@ static size_t fs_max_command(void)
 	return FS_MAX_WRITE - (size_t)page;
 }
 
-static void fs_fill_dir(struct fs_mount *m, struct stat *st, uint64_t ms)
+/* A node of the mount's own (not the workspace): owned by the mounting
+ * user, all three times from ms. */
+static void fs_fill_node(struct fs_mount *m, struct stat *st, mode_t mode, uint64_t ms)
 {
 	memset(st, 0, sizeof(*st));
-	st->st_mode = S_IFDIR | 0755;
-	st->st_nlink = 2;
+	st->st_mode = mode;
 	st->st_uid = m->uid;
 	st->st_gid = m->gid;
 	st->st_mtim.tv_sec = (time_t)(ms / 1000);
 	st->st_mtim.tv_nsec = (long)(ms % 1000) * 1000000;
 	st->st_atim = st->st_ctim = st->st_mtim;
+}
+
+static void fs_fill_dir(struct fs_mount *m, struct stat *st, uint64_t ms)
+{
+	fs_fill_node(m, st, S_IFDIR | 0755, ms);
+	st->st_nlink = 2;
 }
 
 static mode_t fs_file_mode(const struct fs_loc *loc)
@@ -98,15 +105,8 @@ static int fs_getattr(const char *path, struct stat *st, struct fuse_file_info *
 	default:
 		break;
 	}
-	memset(st, 0, sizeof(*st));
-	st->st_mode = S_IFREG | fs_file_mode(&loc);
+	fs_fill_node(m, st, S_IFREG | fs_file_mode(&loc), fs_node_mtime(m, &loc));
 	st->st_nlink = 1;
-	st->st_uid = m->uid;
-	st->st_gid = m->gid;
-	uint64_t ms = fs_node_mtime(m, &loc);
-	st->st_mtim.tv_sec = (time_t)(ms / 1000);
-	st->st_mtim.tv_nsec = (long)(ms % 1000) * 1000000;
-	st->st_atim = st->st_ctim = st->st_mtim;
 	/* the size of what a read would return now (0 while running) */
 	if (loc.file != FS_F_CTL && loc.file != FS_F_MCTL && loc.file != FS_F_HEALTH &&
 	    loc.file != FS_F_STATS)
@@ -140,20 +140,20 @@ static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t
 	case FS_N_ROOT: {
 		fs_orch_refresh(m, false);
 		filler(buf, ".sandboxfs", NULL, 0, 0);
+		/* A sandbox object and its id live as long as the mount: the
+		 * names need no copies, only the array may move. */
 		pthread_mutex_lock(&m->lock);
 		size_t n = m->nsbs;
-		char **names = calloc(n + 1, sizeof(*names));
+		const char **names = calloc(n + 1, sizeof(*names));
 		size_t k = 0;
 		for (size_t i = 0; names && i < n; i++)
 			if (m->sbs[i]->present)
-				names[k++] = fs_strdup0(m->sbs[i]->id);
+				names[k++] = m->sbs[i]->id;
 		pthread_mutex_unlock(&m->lock);
 		if (!names)
 			return -ENOMEM;
-		for (size_t i = 0; i < k; i++) {
+		for (size_t i = 0; i < k; i++)
 			filler(buf, names[i], NULL, 0, 0);
-			free(names[i]);
-		}
 		free(names);
 		return 0;
 	}
@@ -611,35 +611,49 @@ static off_t fs_lseek(const char *path, off_t off, int whence, struct fuse_file_
 	return -EINVAL;
 }
 
-static int fs_getxattr(const char *path, const char *name, char *value, size_t size)
+/* The extended attributes of path, as fs_xattrs gives them. */
+static int fs_path_xattrs(const char *path, char **buf, size_t *len)
 {
 	struct fs_mount *m = fs_m();
 	struct fs_loc loc;
 	int rc = fs_resolve(m, path, &loc);
-	if (rc < 0)
-		return rc;
+	return rc < 0 ? rc : fs_xattrs(m, &loc, buf, len);
+}
+
+/* Steps through fs_xattrs' "name\0value\0..." list from offset *i. */
+static bool fs_xattr_next(const char *buf, size_t len, size_t *i, const char **k,
+			  const char **v)
+{
+	if (*i >= len)
+		return false;
+	*k = buf + *i;
+	*v = *k + strlen(*k) + 1;
+	*i = (size_t)(*v + strlen(*v) + 1 - buf);
+	return true;
+}
+
+static int fs_getxattr(const char *path, const char *name, char *value, size_t size)
+{
 	char *buf;
 	size_t len;
-	rc = fs_xattrs(m, &loc, &buf, &len);
+	int rc = fs_path_xattrs(path, &buf, &len);
 	if (rc < 0)
 		return rc;
 	rc = -ENODATA;
-	for (size_t i = 0; i < len;) {
-		const char *k = buf + i;
-		const char *v = k + strlen(k) + 1;
+	const char *k, *v;
+	for (size_t i = 0; fs_xattr_next(buf, len, &i, &k, &v);) {
+		if (strcmp(k, name) != 0)
+			continue;
 		size_t vl = strlen(v);
-		if (strcmp(k, name) == 0) {
-			if (size == 0)
-				rc = (int)vl;
-			else if (size < vl)
-				rc = -ERANGE;
-			else {
-				memcpy(value, v, vl);
-				rc = (int)vl;
-			}
-			break;
+		if (size == 0) {
+			rc = (int)vl;
+		} else if (size < vl) {
+			rc = -ERANGE;
+		} else {
+			memcpy(value, v, vl); /* xattr values carry no NUL */
+			rc = (int)vl;
 		}
-		i = (size_t)(v + vl + 1 - buf);
+		break;
 	}
 	free(buf);
 	return rc;
@@ -647,25 +661,18 @@ static int fs_getxattr(const char *path, const char *name, char *value, size_t s
 
 static int fs_listxattr(const char *path, char *list, size_t size)
 {
-	struct fs_mount *m = fs_m();
-	struct fs_loc loc;
-	int rc = fs_resolve(m, path, &loc);
-	if (rc < 0)
-		return rc;
 	char *buf;
 	size_t len;
-	rc = fs_xattrs(m, &loc, &buf, &len);
+	int rc = fs_path_xattrs(path, &buf, &len);
 	if (rc < 0)
 		return rc;
 	size_t need = 0;
-	for (size_t i = 0; i < len;) {
-		const char *k = buf + i;
-		const char *v = k + strlen(k) + 1;
+	const char *k, *v;
+	for (size_t i = 0; fs_xattr_next(buf, len, &i, &k, &v);) {
 		size_t kl = strlen(k) + 1;
 		if (size && need + kl <= size)
 			memcpy(list + need, k, kl);
 		need += kl;
-		i = (size_t)(v + strlen(v) + 1 - buf);
 	}
 	free(buf);
 	if (size && need > size)

@@ -3,10 +3,14 @@
  * environment defaults, fstab noise discarded, --help.
  */
 #include "options_i.h"
+#include "preflight_i.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fuse_lowlevel.h>
+#include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +35,9 @@ static const struct fuse_opt fs_opt_table[] = {
     OPT("journal_max=%s", journal_max, 0),
     OPT("max_threads=%d", max_threads, 0), OPT("show_machinery", show_machinery, 1),
     OPT("no_auto_unmount", no_auto_unmount, 1), OPT("repair_journal", repair_journal, 1),
-    OPT("--local", local, 1), OPT("--check", check, 1),
-    OPT("--dump-journal %s", dump_journal, 0), OPT("--dump-journal=%s", dump_journal, 0),
+    OPT("--local", local, 1), OPT("local", local, 1), OPT("nonempty", nonempty, 1),
+    OPT("--check", check, 1), OPT("--dump-journal %s", dump_journal, 0),
+    OPT("--dump-journal=%s", dump_journal, 0),
     /* fstab and mount(8) noise: accepted and ignored */
     FUSE_OPT_KEY("_netdev", KEY_DISCARD), FUSE_OPT_KEY("auto", KEY_DISCARD),
     FUSE_OPT_KEY("noauto", KEY_DISCARD), FUSE_OPT_KEY("user", KEY_DISCARD),
@@ -55,12 +60,25 @@ static int fs_opt_proc(void *data, const char *arg, int key, struct fuse_args *o
 	case KEY_VERSION:
 		o->show_version = 1;
 		return 0;
+	case FUSE_OPT_KEY_NONOPT:
+		/* [SOURCE] MOUNTPOINT, as mount.fuse3 runs "sandboxfs SOURCE
+		 * MOUNTPOINT -o opts": with two, the first is the source */
+		if (o->source) {
+			fprintf(stderr,
+				"sandboxfs: unexpected argument %s: usage: sandboxfs "
+				"[SOURCE] MOUNTPOINT [-o OPTIONS] (see --help)\n",
+				arg);
+			return -1;
+		}
+		o->source = o->mountpoint;
+		o->mountpoint = strdup(arg);
+		return o->mountpoint ? 0 : -1;
 	default:
-		return 1; /* keep: libfuse's options and the mountpoint */
+		return 1; /* keep: libfuse's options */
 	}
 }
 
-/* "1G", "512M", "4096" -> bytes; 0 on error. */
+/* "1G", "512M", "4096" -> bytes; 0 on error (a size that overflows too). */
 static uint64_t fs_parse_size(const char *s)
 {
 	char *end;
@@ -68,30 +86,14 @@ static uint64_t fs_parse_size(const char *s)
 	unsigned long long v = strtoull(s, &end, 10);
 	if (errno || end == s)
 		return 0;
-	switch (*end) {
-	case 'k':
-	case 'K':
-		v <<= 10;
+	static const char units[] = "KMGT";
+	const char *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+	unsigned int shift = u ? 10 * (unsigned int)(u - units + 1) : 0;
+	if (u)
 		end++;
-		break;
-	case 'm':
-	case 'M':
-		v <<= 20;
-		end++;
-		break;
-	case 'g':
-	case 'G':
-		v <<= 30;
-		end++;
-		break;
-	case 't':
-	case 'T':
-		v <<= 40;
-		end++;
-		break;
-	default:
-		break;
-	}
+	if (v > (UINT64_MAX >> shift))
+		return 0;
+	v <<= shift;
 	if (*end == 'i' || *end == 'B')
 		end++;
 	if (*end == 'B')
@@ -111,18 +113,47 @@ int fs_options_parse(struct fuse_args *args, struct fs_options *o)
 	if (fuse_opt_parse(args, o, fs_opt_table, fs_opt_proc) == -1)
 		return -1;
 
+	/* SOURCE: "local" is --local, an http(s) URL is orchestrator=URL,
+	 * anything else (e.g. "sandboxfs" in fstab) leaves it to the options */
+	if (o->source && !strcmp(o->source, "local")) {
+		o->local = 1;
+	} else if (o->source && (!strncmp(o->source, "http://", 7) ||
+				 !strncmp(o->source, "https://", 8))) {
+		if (o->orchestrator) {
+			fprintf(stderr,
+				"sandboxfs: SOURCE %s and orchestrator= both name "
+				"an orchestrator: give one\n",
+				o->source);
+			return -1;
+		}
+		o->orchestrator = strdup(o->source);
+	}
+
 	struct fuse_cmdline_opts c;
 	memset(&c, 0, sizeof(c));
 	if (!o->show_help && !o->show_version) {
+		/* the mountpoint is checked here, not by libfuse, so that its
+		 * problems come as one line saying what to do */
+		if (o->mountpoint && !o->check && !o->dump_journal) {
+			if (fs_preflight_mountpoint(o->mountpoint, o->nonempty) < 0)
+				return -1;
+			char real[PATH_MAX];
+			if (!realpath(o->mountpoint, real)) {
+				fprintf(stderr, "sandboxfs: mountpoint %s: %s\n",
+					o->mountpoint, strerror(errno));
+				return -1;
+			}
+			free(o->mountpoint);
+			o->mountpoint = strdup(real);
+		}
 		if (fuse_parse_cmdline(args, &c) != 0)
 			return -1;
-		o->mountpoint = c.mountpoint;
 		o->foreground = c.foreground;
 		o->debug = c.debug;
 		o->singlethread = c.singlethread;
 	}
 
-	if (!o->orchestrator) {
+	if (!o->orchestrator && !o->local) {
 		const char *e = getenv("SANDBOXFS_ORCHESTRATOR");
 		if (e && *e)
 			o->orchestrator = strdup(e);
@@ -172,9 +203,11 @@ int fs_options_parse(struct fuse_args *args, struct fs_options *o)
 void fs_options_help(const char *prog)
 {
 	printf(
-	    "usage: %s [OPTIONS] MOUNTPOINT\n"
+	    "usage: %s [OPTIONS] [SOURCE] MOUNTPOINT\n"
 	    "\n"
-	    "Mounts remote sandboxes as directories (see DESIGN.md).\n"
+	    "Mounts remote sandboxes as directories (man sandboxfs).\n"
+	    "SOURCE (as fstab gives it): \"local\" is --local, an http(s) URL is\n"
+	    "orchestrator=URL, anything else (e.g. \"sandboxfs\") leaves it to -o.\n"
 	    "\n"
 	    "sandboxfs options:\n"
 	    "    -o orchestrator=URL    base URL of the orchestrator's /v1/sandbox API\n"
@@ -185,6 +218,7 @@ void fs_options_help(const char *prog)
 	    "    -o pool=NAME           pool used by mkdir (default: default)\n"
 	    "    -o sandboxes=PATH      attach the sandboxes listed there, one \"ID "
 	    "URL\" a line\n"
+	    "                           (none)\n"
 	    "    -o state=DIR           journal and cache (default:\n"
 	    "                           $XDG_STATE_HOME/sandboxfs/<mountpoint key>, mode "
 	    "0700)\n"
@@ -209,6 +243,8 @@ void fs_options_help(const char *prog)
 	    "                           SANDBOXFS_SERVER, beside sandboxfs, then PATH)\n"
 	    "    -o allow_other         let other users in (off; needs "
 	    "user_allow_other)\n"
+	    "    -o nonempty            mount over a non-empty directory (off: refused)\n"
+	    "    -o local               same as --local, for fstab (off)\n"
 	    "    --local                start the local orchestrator (sandbox-server) "
 	    "with\n"
 	    "                           a random token, sandboxes under STATE/local\n"
@@ -238,4 +274,5 @@ void fs_options_free(struct fs_options *o)
 	free(o->journal_max);
 	free(o->dump_journal);
 	free(o->mountpoint);
+	free(o->source);
 }

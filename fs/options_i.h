@@ -30,7 +30,9 @@ struct fs_options {
 	int show_machinery;  /* -o show_machinery */
 	int no_auto_unmount; /* -o no_auto_unmount */
 	int repair_journal;  /* -o repair_journal: cut at the first damage */
-	int local;	     /* --local */
+	int local;	     /* --local, -o local, or SOURCE "local" */
+	int nonempty;	     /* -o nonempty: mount over a non-empty directory */
+	char *source;	     /* SOURCE of "sandboxfs [SOURCE] MOUNTPOINT" */
 	int check;	     /* --check */
 	char *dump_journal;  /* --dump-journal=DIR */
 	int show_version;

@@ -195,19 +195,19 @@ int upload_locked(struct wsfile *f)
 	pthread_mutex_unlock(&c->lock);
 
 	int rc = 0;
+	enum backend_status st = BACKEND_OK; /* the PUT's, once sent */
 	if (!path || !url || !sandbox) {
 		rc = -ENOMEM;
-		goto fail_local;
+		goto fail;
 	}
 	if (need_intent) {
 		rc = intent_write(f, sandbox, path, size, gen, old_id, fd, &id);
 		if (rc < 0)
-			goto fail_local;
+			goto fail;
 	}
 
 	struct backend_error err = {0};
-	enum backend_status st =
-	    backend_file_put(c->cfg.backend, url, path, fd, size, &err);
+	st = backend_file_put(c->cfg.backend, url, path, fd, size, &err);
 	if (st == BACKEND_OK) {
 		if (j) {
 			struct journal_record r = {.kind = JOURNAL_UPLOAD_DONE,
@@ -231,35 +231,25 @@ int upload_locked(struct wsfile *f)
 			dir_upsert(ws, path, size, false,
 				   m && m->has_times ? NULL : &f->mtime);
 			/* A PUT may have replaced the file: apply its mode again. */
-			if (m && m->has_mode && m->mode != 0644)
+			if (m && m->has_mode && m->mode != WS_FILE_MODE)
 				m->mode_queued = true;
 		}
 		pthread_mutex_unlock(&c->lock);
-		free(path);
-		free(url);
-		free(sandbox);
-		return 0;
+		goto out;
 	}
 	/* DESIGN.md §3: a failed upload is EIO at close/fsync, whatever the
 	 * cause (unreachable included), unless it can never succeed. */
 	rc = status_permanent(st) ? -ws_backend_errno(st) : -EIO;
 	ws_log(ws, "upload failed (%s), kept pending: %s", backend_status_name(st),
 	       err.message);
+fail:
 	pthread_mutex_lock(&c->lock);
 	c->n.upload_failures++;
-	f->permanent = status_permanent(st);
+	if (st != BACKEND_OK)
+		f->permanent = status_permanent(st);
 	upload_schedule(f, -rc);
 	pthread_mutex_unlock(&c->lock);
-	free(path);
-	free(url);
-	free(sandbox);
-	return rc;
-
-fail_local:
-	pthread_mutex_lock(&c->lock);
-	c->n.upload_failures++;
-	upload_schedule(f, -rc);
-	pthread_mutex_unlock(&c->lock);
+out:
 	free(path);
 	free(url);
 	free(sandbox);

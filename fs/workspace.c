@@ -93,6 +93,28 @@ char *ws_join(const char *a, const char *b)
 	return s;
 }
 
+char *ws_shell_quote(const char *s)
+{
+	size_t n = 3;
+	for (const char *p = s; *p; p++)
+		n += *p == '\'' ? 4 : 1;
+	char *q = malloc(n), *o = q;
+	if (!q)
+		return NULL;
+	*o++ = '\'';
+	for (; *s; s++) {
+		if (*s == '\'') {
+			memcpy(o, "'\\''", 4);
+			o += 4;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o++ = '\'';
+	*o = '\0';
+	return q;
+}
+
 bool ws_is_under(const char *path, const char *dir)
 {
 	size_t n = strlen(dir);
@@ -238,24 +260,6 @@ void meta_drop(struct workspace *ws, const char *path)
 	struct wsmeta *m = meta_get(ws, path, false);
 	if (m)
 		meta_free(ws, m);
-}
-
-/* Moves the metadata of the file from to to (replacing to's). */
-void meta_move_file(struct workspace *ws, const char *from, const char *to)
-{
-	meta_drop(ws, to);
-	struct wsmeta *m = meta_get(ws, from, false);
-	char *np = m ? strdup(to) : NULL;
-	if (!np)
-		return;
-	htab_del(&ws->metas, &m->h);
-	free(m->path);
-	m->path = np;
-	m->h.key = np;
-	/* A file put at a new name has the server's default mode. */
-	if (m->has_mode)
-		m->mode_queued = true;
-	htab_add(&ws->metas, &m->h);
 }
 
 /* Moves the metadata of from, and of everything below it, to to. */
@@ -534,6 +538,8 @@ struct workspace *workspace_get(struct wscache *c, const char *sandbox_id,
 	return ws;
 }
 
+static void workspace_invalidate_pass(struct workspace *ws);
+
 void workspace_invalidate(struct workspace *ws)
 {
 	if (!ws)
@@ -544,6 +550,29 @@ void workspace_invalidate(struct workspace *ws)
 	for (size_t i = 0; i < ws->nmade; i++)
 		free(ws->made_dirs[i]);
 	ws->nmade = 0;
+	/* A pass costs time and memory in the number of paths shown; passes
+	 * of back-to-back commands would pile up (one thread each), so the
+	 * running pass takes this request over (see tests/bench/RESULTS.md). */
+	if (ws->inval_running) {
+		ws->inval_again = true;
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	ws->inval_running = true;
+	do {
+		ws->inval_again = false;
+		workspace_invalidate_pass(ws);
+		pthread_mutex_lock(&c->lock);
+	} while (ws->inval_again);
+	ws->inval_running = false;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Tells the kernel to drop what it holds of every path this mount
+ * showed; called with c->lock held, returns with it released. */
+static void workspace_invalidate_pass(struct workspace *ws)
+{
+	struct wscache *c = ws->c;
 	/* The kernel may hold pages and sizes of files a command changed:
 	 * everything this mount showed (cached files, listed entries). */
 	char **paths = NULL;
@@ -585,56 +614,18 @@ void workspace_invalidate(struct workspace *ws)
 	free(paths);
 }
 
-/* Appends s to the command being built, shell-quoted. */
-static int quote_append(char **buf, size_t *len, size_t *cap, const char *s)
-{
-	size_t need = *len + 4 * strlen(s) + 4;
-	if (need > *cap) {
-		size_t nc = *cap ? *cap : 256;
-		while (nc < need)
-			nc *= 2;
-		char *p = realloc(*buf, nc);
-		if (!p)
-			return -ENOMEM;
-		*buf = p;
-		*cap = nc;
-	}
-	char *o = *buf + *len;
-	*o++ = ' ';
-	*o++ = '\'';
-	for (; *s; s++) {
-		if (*s == '\'') {
-			memcpy(o, "'\\''", 4);
-			o += 4;
-		} else {
-			*o++ = *s;
-		}
-	}
-	*o++ = '\'';
-	*o = '\0';
-	*len = (size_t)(o - *buf);
-	return 0;
-}
+/* The batch runs as "sh -c CMD": Linux refuses (E2BIG) any single exec
+ * argument over MAX_ARG_STRLEN, 128 KiB, so a batch stays well under it,
+ * counted as quoted. */
+#define MODE_BATCH_BYTES (96 * 1024)
 
-static int raw_append(char **buf, size_t *len, size_t *cap, const char *s)
+static size_t quoted_len(const char *s)
 {
-	size_t n = strlen(s);
-	if (*len + n + 1 > *cap) {
-		size_t nc = *cap ? *cap : 256;
-		while (nc < *len + n + 1)
-			nc *= 2;
-		char *p = realloc(*buf, nc);
-		if (!p)
-			return -ENOMEM;
-		*buf = p;
-		*cap = nc;
-	}
-	memcpy(*buf + *len, s, n + 1);
-	*len += n;
-	return 0;
+	size_t n = 3; /* space and two quotes */
+	for (; *s; s++)
+		n += *s == '\'' ? 4 : 1;
+	return n;
 }
-
-#define MODE_BATCH_BYTES (256 * 1024)
 
 int workspace_before_command(struct workspace *ws)
 {
@@ -671,7 +662,7 @@ int workspace_before_command(struct workspace *ws)
 					batch = p;
 				}
 				batch[n++] = m;
-				bytes += strlen(m->path) + 8;
+				bytes += quoted_len(m->path) + 1;
 			}
 		if (n == 0) {
 			pthread_mutex_unlock(&c->lock);
@@ -684,31 +675,39 @@ int workspace_before_command(struct workspace *ws)
 			return -ENOTSUP;
 		}
 		char *cmd = NULL;
-		size_t len = 0, ccap = 0;
-		int rc = raw_append(&cmd, &len, &ccap, "r=0;");
+		size_t len = 0;
+		FILE *out = open_memstream(&cmd, &len);
 		char **paths = calloc(n, sizeof(*paths));
-		if (!paths)
-			rc = -ENOMEM;
+		int rc = out && paths ? 0 : -ENOMEM;
+		if (rc == 0)
+			fputs("r=0;", out);
 		for (size_t i = 0; i < n && rc == 0; i++) {
 			if (!batch[i])
 				continue;
 			mode_t mode = batch[i]->mode & 07777;
-			char head[64];
-			snprintf(head, sizeof(head), " chmod %04o --", (unsigned)mode);
-			rc = raw_append(&cmd, &len, &ccap, head);
+			fprintf(out, " chmod %04o --", (unsigned)mode);
 			for (size_t k = i; k < n && rc == 0; k++) {
 				if (!batch[k] || (batch[k]->mode & 07777) != mode)
 					continue;
-				rc = quote_append(&cmd, &len, &ccap, batch[k]->path);
+				char *q = ws_shell_quote(batch[k]->path);
+				if (!q) {
+					rc = -ENOMEM;
+					break;
+				}
+				fprintf(out, " %s", q);
+				free(q);
 				batch[k]->mode_queued = false;
 				paths[k] = strdup(batch[k]->path);
 				batch[k] = NULL;
 			}
-			if (rc == 0)
-				rc = raw_append(&cmd, &len, &ccap, " || r=1;");
+			fputs(" || r=1;", out);
 		}
-		if (rc == 0)
-			rc = raw_append(&cmd, &len, &ccap, " exit $r");
+		if (out) {
+			fputs(" exit $r", out);
+			if (ferror(out) && rc == 0)
+				rc = -ENOMEM;
+			fclose(out);
+		}
 		pthread_mutex_unlock(&c->lock);
 		free(batch);
 

@@ -23,6 +23,12 @@
  * never shown in listings. */
 #define WS_PLACEHOLDER ".sandboxfs-mkdir"
 
+/* The modes shown for files and directories whose mode was never set
+ * here: the contract reports none, and a PUT creates files with the
+ * server's default. */
+#define WS_FILE_MODE 0644
+#define WS_DIR_MODE  0755
+
 /* --- a small string-keyed hash table (intrusive) -------------------------*/
 
 struct hlink {
@@ -134,6 +140,9 @@ struct workspace {
 	struct wsfile *all; /* every wsfile of this workspace */
 	char **made_dirs;   /* made by mkdir since the last command */
 	size_t nmade;
+	/* One kernel invalidation pass at a time; a command that ends during
+	 * a pass makes it run once more instead of starting its own. */
+	bool inval_running, inval_again;
 	char *rescue_dir; /* set once data of this gone sandbox was kept */
 };
 
@@ -173,6 +182,8 @@ int ws_check(const struct workspace *ws, const char *rel);
 /* Splits rel into parent (malloc'ed) and name (points into rel). */
 char *ws_parent(const char *rel, const char **name);
 char *ws_join(const char *a, const char *b);
+/* s in single quotes for sh, malloc'ed; NULL when out of memory. */
+char *ws_shell_quote(const char *s);
 bool ws_is_under(const char *path, const char *dir); /* path inside dir/ */
 void ws_log(const struct workspace *ws, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -190,6 +201,8 @@ void dir_upsert(struct workspace *ws, const char *path, uint64_t size, bool is_d
 /* path is a new directory: its listing is known to be empty. */
 void dir_set_empty(struct workspace *ws, const char *path);
 void dir_remove(struct workspace *ws, const char *path);
+/* Marks path's cached listing stale; dir_drop: path's and every one below. */
+void dir_stale(struct workspace *ws, const char *path);
 void dir_drop(struct workspace *ws, const char *path);
 void dir_stale_all(struct workspace *ws);
 void dir_free_all(struct workspace *ws);
@@ -198,8 +211,8 @@ bool ws_machinery(const struct workspace *ws, const char *dir, const char *name)
 /* metadata (workspace.c, c->lock held) */
 struct wsmeta *meta_get(struct workspace *ws, const char *path, bool create);
 void meta_drop(struct workspace *ws, const char *path);
+/* Moves the metadata of from (a file or a tree) to to, replacing to's. */
 void meta_move(struct workspace *ws, const char *from, const char *to);
-void meta_move_file(struct workspace *ws, const char *from, const char *to);
 
 /* cache.c (c->lock held unless said otherwise) */
 struct wsfile *file_find(struct workspace *ws, const char *path);

@@ -12,9 +12,6 @@
 
 #include "workspace_i.h"
 
-#define DEFAULT_FILE_MODE 0644
-#define DEFAULT_DIR_MODE  0755
-
 /* What a path is, from the live cache or the parent's listing. */
 struct wsattr {
 	bool is_dir;
@@ -98,13 +95,26 @@ static int parent_is_dir(struct workspace *ws, const char *rel)
 	return rc;
 }
 
+/* Records permission bits to apply in the sandbox with chmod before the
+ * next command (workspace_before_command); c->lock held. */
+static int mode_queue(struct workspace *ws, const char *rel, mode_t perm)
+{
+	struct wsmeta *m = meta_get(ws, rel, true);
+	if (!m)
+		return -ENOMEM;
+	m->has_mode = true;
+	m->mode = perm;
+	m->mode_queued = true;
+	return 0;
+}
+
 static void fill_stat(struct workspace *ws, const char *rel, const struct wsattr *a,
 		      struct stat *st)
 {
 	const struct wscache_config *cfg = &ws->c->cfg;
 	struct wsmeta *m = meta_get(ws, rel, false);
 	memset(st, 0, sizeof(*st));
-	mode_t perm = a->is_dir ? DEFAULT_DIR_MODE : DEFAULT_FILE_MODE;
+	mode_t perm = a->is_dir ? WS_DIR_MODE : WS_FILE_MODE;
 	if (m && m->has_mode)
 		perm = m->mode & 07777;
 	st->st_mode = (a->is_dir ? S_IFDIR : S_IFREG) | perm;
@@ -133,7 +143,7 @@ static void fill_file_stat(struct wsfile *f, struct stat *st)
 		fill_stat(ws, f->path, &a, st);
 	} else {
 		fill_stat(ws, "", &a, st);
-		st->st_mode = S_IFREG | DEFAULT_FILE_MODE;
+		st->st_mode = S_IFREG | WS_FILE_MODE;
 		st->st_nlink = 0;
 	}
 }
@@ -155,9 +165,7 @@ int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st,
 		return rc;
 	pthread_mutex_lock(&c->lock);
 	struct wsattr a;
-	rc = lookup(ws, rel, &a);
-	if (rc == 0 && rel[0] && ws_machinery(ws, "", rel))
-		rc = -ENOENT;
+	rc = lookup(ws, rel, &a); /* ws_check hid the machinery already */
 	if (rc == 0)
 		fill_stat(ws, rel, &a, st);
 	pthread_mutex_unlock(&c->lock);
@@ -216,6 +224,32 @@ static int handle_new(struct wsfile *f, struct fuse_file_info *fi)
 	h->flags = fi->flags;
 	fi->fh = (uint64_t)(uintptr_t)h;
 	return 0;
+}
+
+/* No upload of f that is still pending may land after what the caller
+ * does next (a DELETE of its name, or a PUT of another file there).
+ * f->mx held, c->lock not held. */
+static void upload_cancel(struct wsfile *f)
+{
+	struct wscache *c = f->ws->c;
+	pthread_mutex_lock(&c->lock);
+	uint64_t id = f->upload_id;
+	f->upload_id = 0;
+	pthread_mutex_unlock(&c->lock);
+	upload_supersede(c, f->ws->id, id);
+}
+
+/* DELETE of rel (a file or a whole tree): 0, or -errno. A name already
+ * gone counts as deleted: it is gone either way. */
+static int delete_remote(struct workspace *ws, const char *url, const char *rel,
+			 struct backend_error *err)
+{
+	enum backend_status st =
+	    url ? backend_file_delete(ws->c->cfg.backend, url, rel, err)
+		: BACKEND_NOT_SENT;
+	if (st == BACKEND_OK || st == BACKEND_NOT_FOUND)
+		return 0;
+	return -ws_backend_errno(st);
 }
 
 /* Drops a reference taken by an operation (c->lock not held). */
@@ -345,15 +379,8 @@ int workspace_create(struct workspace *ws, const char *rel, mode_t mode,
 	f->opens++;
 	dir_upsert(ws, rel, 0, false, &f->mtime);
 	meta_drop(ws, rel);
-	mode_t perm = mode & 07777;
-	if (perm != DEFAULT_FILE_MODE && c->cfg.exec) {
-		struct wsmeta *m = meta_get(ws, rel, true);
-		if (m) {
-			m->has_mode = true;
-			m->mode = perm;
-			m->mode_queued = true;
-		}
-	}
+	if ((mode & 07777) != WS_FILE_MODE && c->cfg.exec)
+		(void)mode_queue(ws, rel, mode & 07777);
 	c->n.hits++;
 	pthread_mutex_unlock(&c->lock);
 	rc = handle_new(f, fi);
@@ -556,26 +583,15 @@ int workspace_unlink(struct workspace *ws, const char *rel)
 		return rc;
 
 	if (f) {
-		/* No upload of it may land after the DELETE. */
 		pthread_mutex_lock(&f->mx);
-		pthread_mutex_lock(&c->lock);
-		uint64_t old = f->upload_id;
-		f->upload_id = 0;
-		pthread_mutex_unlock(&c->lock);
-		upload_supersede(c, ws->id, old);
+		upload_cancel(f);
 	}
 	pthread_mutex_lock(&c->lock);
 	char *url = ws->url ? strdup(ws->url) : NULL;
 	pthread_mutex_unlock(&c->lock);
 	struct backend_error err;
-	enum backend_status st =
-	    url ? backend_file_delete(c->cfg.backend, url, rel, &err) : BACKEND_NOT_SENT;
+	rc = delete_remote(ws, url, rel, &err);
 	free(url);
-	if (st == BACKEND_NOT_FOUND && f && !f->remote_exists)
-		st = BACKEND_OK; /* created here and never uploaded */
-	if (st == BACKEND_NOT_FOUND)
-		st = BACKEND_OK; /* gone already: the name is gone either way */
-	rc = st == BACKEND_OK ? 0 : -ws_backend_errno(st);
 	pthread_mutex_lock(&c->lock);
 	if (rc == 0) {
 		if (f)
@@ -611,8 +627,7 @@ static int make_dir_remote(struct workspace *ws, const char *rel)
 		rc = -ws_backend_errno(st);
 		goto out;
 	}
-	st = backend_file_delete(c->cfg.backend, url, ph, &err);
-	if (st != BACKEND_OK && st != BACKEND_NOT_FOUND)
+	if (delete_remote(ws, url, ph, &err) < 0)
 		ws_log(ws, "could not remove a directory placeholder: %s", err.message);
 out:
 	if (fd >= 0)
@@ -676,15 +691,8 @@ int workspace_mkdir(struct workspace *ws, const char *rel, mode_t mode)
 	dir_upsert(ws, rel, 0, true, NULL);
 	dir_set_empty(ws, rel);
 	meta_drop(ws, rel);
-	mode_t perm = mode & 07777;
-	if (perm != DEFAULT_DIR_MODE && c->cfg.exec) {
-		struct wsmeta *m = meta_get(ws, rel, true);
-		if (m) {
-			m->has_mode = true;
-			m->mode = perm;
-			m->mode_queued = true;
-		}
-	}
+	if ((mode & 07777) != WS_DIR_MODE && c->cfg.exec)
+		(void)mode_queue(ws, rel, mode & 07777);
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
@@ -696,6 +704,19 @@ static bool local_files_under(struct workspace *ws, const char *rel)
 		if (f->path && (f->dirty || f->pending) && ws_is_under(f->path, rel))
 			return true;
 	return false;
+}
+
+/* rel is empty on the server, by a fresh listing (DELETE removes a whole
+ * tree, so a cached one will not do), and here. c->lock held, may be
+ * dropped. */
+static int dir_check_empty(struct workspace *ws, const char *rel)
+{
+	dir_stale(ws, rel);
+	struct wsdir *d;
+	int rc = dir_load(ws, rel, &d);
+	if (rc == 0 && (d->n > 0 || local_files_under(ws, rel)))
+		rc = -ENOTEMPTY;
+	return rc;
 }
 
 int workspace_rmdir(struct workspace *ws, const char *rel)
@@ -712,16 +733,9 @@ int workspace_rmdir(struct workspace *ws, const char *rel)
 	if (rc == 0 && !a.is_dir)
 		rc = -ENOTDIR;
 	if (rc == 0 && local_files_under(ws, rel))
-		rc = -ENOTEMPTY;
-	if (rc == 0) {
-		/* DELETE removes a whole tree: check a fresh listing. */
-		struct wsdir *d = dir_cached(ws, rel);
-		if (d)
-			d->fetched_ms = 0;
-		rc = dir_load(ws, rel, &d);
-		if (rc == 0 && (d->n > 0 || local_files_under(ws, rel)))
-			rc = -ENOTEMPTY;
-	}
+		rc = -ENOTEMPTY; /* known without a request */
+	if (rc == 0)
+		rc = dir_check_empty(ws, rel);
 	char *url = ws->url ? strdup(ws->url) : NULL;
 	pthread_mutex_unlock(&c->lock);
 	if (rc < 0) {
@@ -729,11 +743,10 @@ int workspace_rmdir(struct workspace *ws, const char *rel)
 		return rc;
 	}
 	struct backend_error err;
-	enum backend_status st =
-	    url ? backend_file_delete(c->cfg.backend, url, rel, &err) : BACKEND_NOT_SENT;
+	rc = delete_remote(ws, url, rel, &err);
 	free(url);
-	if (st != BACKEND_OK && st != BACKEND_NOT_FOUND)
-		return -ws_backend_errno(st);
+	if (rc < 0)
+		return rc;
 	pthread_mutex_lock(&c->lock);
 	dir_remove(ws, rel);
 	dir_drop(ws, rel);
@@ -799,22 +812,15 @@ static int rename_file(struct workspace *ws, const char *from, const char *to)
 		if (st != BACKEND_OK)
 			rc = -ws_backend_errno(st);
 	}
-	if (rc == 0 && g) {
-		pthread_mutex_lock(&c->lock);
-		uint64_t gid = g->upload_id;
-		g->upload_id = 0;
-		pthread_mutex_unlock(&c->lock);
-		upload_supersede(c, ws->id, gid);
-	}
+	if (rc == 0 && g)
+		upload_cancel(g);
 	if (rc == 0 && remote) {
-		st = backend_file_delete(c->cfg.backend, url, from, &err);
-		if (st != BACKEND_OK && st != BACKEND_NOT_FOUND) {
-			rc = -ws_backend_errno(st);
+		rc = delete_remote(ws, url, from, &err);
+		if (rc < 0)
 			ws_log(ws,
 			       "rename: the new name is written, the old one is still "
 			       "there: %s",
 			       err.message);
-		}
 	}
 	free(url);
 	pthread_mutex_lock(&c->lock);
@@ -826,10 +832,11 @@ static int rename_file(struct workspace *ws, const char *from, const char *to)
 		f->remote_exists = true;
 		struct wsmeta *m = meta_get(ws, from, false);
 		bool has_times = m && m->has_times;
-		meta_move_file(ws, from, to);
+		meta_move(ws, from, to);
 		dir_upsert(ws, to, size, false, has_times ? NULL : &f->mtime);
 		c->n.renames++;
 	} else if (st == BACKEND_OK || rc == -EIO) {
+		/* The new name may be there now, or the outcome is unknown. */
 		dir_stale_all(ws);
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -889,42 +896,12 @@ static int copy_tree(struct workspace *ws, const char *url, const char *from,
 	return rc;
 }
 
-static char *shell_quote(const char *s)
-{
-	size_t n = 3;
-	for (const char *p = s; *p; p++)
-		n += *p == '\'' ? 4 : 1;
-	char *q = malloc(n), *o = q;
-	if (!q)
-		return NULL;
-	*o++ = '\'';
-	for (; *s; s++) {
-		if (*s == '\'') {
-			memcpy(o, "'\\''", 4);
-			o += 4;
-		} else {
-			*o++ = *s;
-		}
-	}
-	*o++ = '\'';
-	*o = '\0';
-	return q;
-}
-
 static int rename_dir(struct workspace *ws, const char *from, const char *to,
 		      bool dst_exists)
 {
 	struct wscache *c = ws->c;
 	pthread_mutex_lock(&c->lock);
-	int rc = 0;
-	if (dst_exists) {
-		struct wsdir *d = dir_cached(ws, to);
-		if (d)
-			d->fetched_ms = 0;
-		rc = dir_load(ws, to, &d);
-		if (rc == 0 && (d->n > 0 || local_files_under(ws, to)))
-			rc = -ENOTEMPTY;
-	}
+	int rc = dst_exists ? dir_check_empty(ws, to) : 0;
 	char *url = ws->url ? strdup(ws->url) : NULL;
 	pthread_mutex_unlock(&c->lock);
 	if (rc < 0 || !url) {
@@ -952,7 +929,7 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 		}
 	}
 	if (c->cfg.exec) {
-		char *qf = shell_quote(from), *qt = shell_quote(to), *cmd = NULL;
+		char *qf = ws_shell_quote(from), *qt = ws_shell_quote(to), *cmd = NULL;
 		if (qf && qt &&
 		    asprintf(&cmd, "%s%s%s mv -- %s %s", dst_exists ? "rmdir -- " : "",
 			     dst_exists ? qt : "", dst_exists ? " &&" : "", qf, qt) < 0)
@@ -966,20 +943,12 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 			rc = -EIO;
 	} else {
 		struct backend_error err;
-		if (dst_exists) {
-			enum backend_status st =
-			    backend_file_delete(c->cfg.backend, url, to, &err);
-			if (st != BACKEND_OK && st != BACKEND_NOT_FOUND)
-				rc = -ws_backend_errno(st);
-		}
+		if (dst_exists)
+			rc = delete_remote(ws, url, to, &err);
 		if (rc == 0)
 			rc = copy_tree(ws, url, from, to, 0);
-		if (rc == 0) {
-			enum backend_status st =
-			    backend_file_delete(c->cfg.backend, url, from, &err);
-			if (st != BACKEND_OK && st != BACKEND_NOT_FOUND)
-				rc = -ws_backend_errno(st);
-		}
+		if (rc == 0)
+			rc = delete_remote(ws, url, from, &err);
 	}
 	free(url);
 	pthread_mutex_lock(&c->lock);
@@ -1007,12 +976,9 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 	dir_remove(ws, from);
 	const char *name;
 	char *tp = ws_parent(to, &name);
-	if (tp) {
-		struct wsdir *d = dir_cached(ws, tp);
-		if (d)
-			d->fetched_ms = 0;
-		free(tp);
-	}
+	if (tp)
+		dir_stale(ws, tp);
+	free(tp);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
@@ -1088,14 +1054,7 @@ int workspace_chmod(struct workspace *ws, const char *rel, mode_t mode)
 		} else if (!c->cfg.exec) {
 			rc = -ENOTSUP; /* no way to apply it in the sandbox */
 		} else {
-			struct wsmeta *m = meta_get(ws, rel, true);
-			if (!m) {
-				rc = -ENOMEM;
-			} else {
-				m->has_mode = true;
-				m->mode = perm;
-				m->mode_queued = true;
-			}
+			rc = mode_queue(ws, rel, perm);
 		}
 	}
 	pthread_mutex_unlock(&c->lock);

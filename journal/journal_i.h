@@ -36,6 +36,13 @@ enum journal_decode_result journal_decode_payload(const uint8_t *p, size_t len,
 						  struct journal_record *r,
 						  const char **why);
 
+/* Copies of a record's parts (record.c), shared with state.c. The copy
+ * owns its strings; on -ENOMEM it is partly filled, and clearing it is
+ * still safe. Equal: NULL equals only NULL. */
+int journal_output_copy(struct journal_output *dst, const struct journal_output *src);
+bool journal_output_equal(const struct journal_output *a, const struct journal_output *b);
+bool journal_str_equal(const char *a, const char *b);
+
 bool journal_record_equal(const struct journal_record *a, const struct journal_record *b);
 int journal_record_copy(struct journal_record *dst, const struct journal_record *src);
 bool journal_state_equal(const struct journal_state *a, const struct journal_state *b);

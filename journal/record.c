@@ -70,7 +70,7 @@ static int dup_str(char **dst, const char *src)
 	return *dst ? 0 : -ENOMEM;
 }
 
-static int output_copy(struct journal_output *dst, const struct journal_output *src)
+int journal_output_copy(struct journal_output *dst, const struct journal_output *src)
 {
 	*dst = *src;
 	dst->data = NULL;
@@ -93,8 +93,9 @@ int journal_record_copy(struct journal_record *dst, const struct journal_record 
 	dst->out.data = dst->out.file = dst->err.data = dst->err.file = NULL;
 	if (dup_str(&dst->sandbox, src->sandbox) || dup_str(&dst->url, src->url) ||
 	    dup_str(&dst->pool, src->pool) || dup_str(&dst->image, src->image) ||
-	    dup_str(&dst->command, src->command) || output_copy(&dst->out, &src->out) ||
-	    output_copy(&dst->err, &src->err) || dup_str(&dst->path, src->path) ||
+	    dup_str(&dst->command, src->command) ||
+	    journal_output_copy(&dst->out, &src->out) ||
+	    journal_output_copy(&dst->err, &src->err) || dup_str(&dst->path, src->path) ||
 	    dup_str(&dst->cache_file, src->cache_file) ||
 	    dup_str(&dst->error, src->error)) {
 		journal_record_clear(dst);
@@ -103,16 +104,17 @@ int journal_record_copy(struct journal_record *dst, const struct journal_record 
 	return 0;
 }
 
-static bool str_eq(const char *a, const char *b)
+bool journal_str_equal(const char *a, const char *b)
 {
 	if (!a || !b)
 		return a == b;
 	return strcmp(a, b) == 0;
 }
 
-static bool output_eq(const struct journal_output *a, const struct journal_output *b)
+bool journal_output_equal(const struct journal_output *a, const struct journal_output *b)
 {
-	if (a->len != b->len || a->crc32 != b->crc32 || !str_eq(a->file, b->file))
+	if (a->len != b->len || a->crc32 != b->crc32 ||
+	    !journal_str_equal(a->file, b->file))
 		return false;
 	if (!a->data || !b->data)
 		return a->data == b->data;
@@ -122,17 +124,20 @@ static bool output_eq(const struct journal_output *a, const struct journal_outpu
 bool journal_record_equal(const struct journal_record *a, const struct journal_record *b)
 {
 	return a->kind == b->kind && a->time_ms == b->time_ms &&
-	       str_eq(a->sandbox, b->sandbox) && str_eq(a->url, b->url) &&
-	       str_eq(a->pool, b->pool) && str_eq(a->image, b->image) &&
-	       a->port == b->port && a->idle_s == b->idle_s && a->seq == b->seq &&
-	       str_eq(a->command, b->command) && a->timeout_s == b->timeout_s &&
-	       a->exit_code == b->exit_code && a->duration_ms == b->duration_ms &&
-	       a->truncated == b->truncated && output_eq(&a->out, &b->out) &&
-	       output_eq(&a->err, &b->err) && a->upload_id == b->upload_id &&
-	       str_eq(a->path, b->path) && str_eq(a->cache_file, b->cache_file) &&
-	       a->size == b->size && a->checksum == b->checksum &&
-	       str_eq(a->error, b->error) && a->sb_state == b->sb_state &&
-	       a->owned == b->owned && a->commands_run == b->commands_run;
+	       journal_str_equal(a->sandbox, b->sandbox) &&
+	       journal_str_equal(a->url, b->url) && journal_str_equal(a->pool, b->pool) &&
+	       journal_str_equal(a->image, b->image) && a->port == b->port &&
+	       a->idle_s == b->idle_s && a->seq == b->seq &&
+	       journal_str_equal(a->command, b->command) &&
+	       a->timeout_s == b->timeout_s && a->exit_code == b->exit_code &&
+	       a->duration_ms == b->duration_ms && a->truncated == b->truncated &&
+	       journal_output_equal(&a->out, &b->out) &&
+	       journal_output_equal(&a->err, &b->err) && a->upload_id == b->upload_id &&
+	       journal_str_equal(a->path, b->path) &&
+	       journal_str_equal(a->cache_file, b->cache_file) && a->size == b->size &&
+	       a->checksum == b->checksum && journal_str_equal(a->error, b->error) &&
+	       a->sb_state == b->sb_state && a->owned == b->owned &&
+	       a->commands_run == b->commands_run;
 }
 
 /* --- payload fields -------------------------------------------------------*/

@@ -184,7 +184,9 @@ int journal_registry_check(FILE *out)
 	close(fd);
 	if (!all)
 		return -EIO;
-	for (char *line = strtok(all, "\n"); line; line = strtok(NULL, "\n"))
+	char *save = NULL;
+	for (char *line = strtok_r(all, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save))
 		if (line[0] && !check_one(line, out))
 			bad++;
 	free(all);

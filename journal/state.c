@@ -422,17 +422,8 @@ static char *dup_or_null(const char *s, int *err)
 static void copy_output(struct journal_output *dst, const struct journal_output *src,
 			int *err)
 {
-	*dst = *src;
-	dst->file = dup_or_null(src->file, err);
-	dst->data = NULL;
-	if (src->data) {
-		if (!(dst->data = malloc(src->len + 1))) {
-			*err = -ENOMEM;
-			return;
-		}
-		memcpy(dst->data, src->data, src->len);
-		dst->data[src->len] = '\0';
-	}
+	if (journal_output_copy(dst, src) < 0)
+		*err = -ENOMEM;
 }
 
 int journal_state_copy(struct journal_state *dst, const struct journal_state *src)
@@ -489,49 +480,35 @@ int journal_state_copy(struct journal_state *dst, const struct journal_state *sr
 	return err;
 }
 
-static bool str_eq(const char *a, const char *b)
-{
-	if (!a || !b)
-		return a == b;
-	return strcmp(a, b) == 0;
-}
-
-static bool output_eq(const struct journal_output *a, const struct journal_output *b)
-{
-	if (a->len != b->len || a->crc32 != b->crc32 || !str_eq(a->file, b->file))
-		return false;
-	if (!a->data || !b->data)
-		return a->data == b->data;
-	return memcmp(a->data, b->data, a->len) == 0;
-}
-
 static bool run_eq(const struct journal_run *a, const struct journal_run *b)
 {
-	return a->seq == b->seq && str_eq(a->command, b->command) &&
+	return a->seq == b->seq && journal_str_equal(a->command, b->command) &&
 	       a->timeout_s == b->timeout_s && a->status == b->status &&
 	       a->exit_code == b->exit_code && a->duration_ms == b->duration_ms &&
-	       a->truncated == b->truncated && output_eq(&a->out, &b->out) &&
-	       output_eq(&a->err, &b->err) && a->started_ms == b->started_ms &&
-	       a->ended_ms == b->ended_ms && str_eq(a->error, b->error);
+	       a->truncated == b->truncated && journal_output_equal(&a->out, &b->out) &&
+	       journal_output_equal(&a->err, &b->err) && a->started_ms == b->started_ms &&
+	       a->ended_ms == b->ended_ms && journal_str_equal(a->error, b->error);
 }
 
 static bool upload_eq(const struct journal_upload *a, const struct journal_upload *b)
 {
-	return a->upload_id == b->upload_id && str_eq(a->path, b->path) &&
-	       str_eq(a->cache_file, b->cache_file) && a->size == b->size &&
+	return a->upload_id == b->upload_id && journal_str_equal(a->path, b->path) &&
+	       journal_str_equal(a->cache_file, b->cache_file) && a->size == b->size &&
 	       a->checksum == b->checksum && a->abandoned == b->abandoned &&
-	       str_eq(a->error, b->error);
+	       journal_str_equal(a->error, b->error);
 }
 
 static bool sandbox_eq(const struct journal_sandbox *a, const struct journal_sandbox *b)
 {
-	if (!str_eq(a->id, b->id) || a->state != b->state || a->owned != b->owned ||
-	    !str_eq(a->url, b->url) || !str_eq(a->pool, b->pool) ||
-	    !str_eq(a->image, b->image) || a->port != b->port || a->idle_s != b->idle_s ||
-	    a->timeout_s != b->timeout_s || a->created_ms != b->created_ms ||
-	    a->last_seq != b->last_seq || a->commands_run != b->commands_run ||
-	    a->nruns != b->nruns || a->nuploads != b->nuploads ||
-	    !str_eq(a->last_error, b->last_error))
+	if (!journal_str_equal(a->id, b->id) || a->state != b->state ||
+	    a->owned != b->owned || !journal_str_equal(a->url, b->url) ||
+	    !journal_str_equal(a->pool, b->pool) ||
+	    !journal_str_equal(a->image, b->image) || a->port != b->port ||
+	    a->idle_s != b->idle_s || a->timeout_s != b->timeout_s ||
+	    a->created_ms != b->created_ms || a->last_seq != b->last_seq ||
+	    a->commands_run != b->commands_run || a->nruns != b->nruns ||
+	    a->nuploads != b->nuploads ||
+	    !journal_str_equal(a->last_error, b->last_error))
 		return false;
 	for (size_t i = 0; i < a->nruns; i++)
 		if (!run_eq(&a->runs[i], &b->runs[i]))

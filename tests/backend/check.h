@@ -1,28 +1,16 @@
 /*
- * check.h — the few assertions the backend tests use. A failed CHECK
- * prints where and why and makes the test exit 1 at the end.
+ * check.h — tests/lib/check.h, and the assertions only the backend tests
+ * need: a backend status, and a failure message free of secrets.
  */
-#ifndef SANDBOXFS_TEST_CHECK_H
-#define SANDBOXFS_TEST_CHECK_H
+#ifndef SANDBOXFS_TEST_BACKEND_CHECK_H
+#define SANDBOXFS_TEST_BACKEND_CHECK_H
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/check.h"
 #include "backend.h"
-
-static int check_failures;
-static int check_count;
-
-#define CHECK(cond)                                                                      \
-	do {                                                                             \
-		check_count++;                                                           \
-		if (!(cond)) {                                                           \
-			check_failures++;                                                \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, \
-				#cond);                                                  \
-		}                                                                        \
-	} while (0)
 
 #define CHECK_ST(expr, want)                                                             \
 	do {                                                                             \
@@ -35,8 +23,6 @@ static int check_count;
 				backend_status_name(want));                              \
 		}                                                                        \
 	} while (0)
-
-static int check_secrets;
 
 /* A failure message must not name the URL, host:port, port or token. */
 static inline void check_no_secret(const struct backend_error *e, const char *url,
@@ -53,15 +39,6 @@ static inline void check_no_secret(const struct backend_error *e, const char *ur
 	CHECK(strstr(e->message, p) == NULL);
 	CHECK(strstr(e->message, "127.0.0.1") == NULL);
 	CHECK(!token || strstr(e->message, token) == NULL);
-}
-
-static inline int check_done(const char *name)
-{
-	if (check_secrets)
-		printf("%s: %d failure messages checked for secrets\n", name,
-		       check_secrets);
-	printf("%s: %d checks, %d failed\n", name, check_count, check_failures);
-	return check_failures ? 1 : 0;
 }
 
 #endif

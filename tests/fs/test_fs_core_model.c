@@ -3,6 +3,7 @@
  * files without a mount: fs_options_parse, fs_resolve, fs_render,
  * fs_xattrs, the bounded run history.
  */
+#include "../lib/check.h"
 #include "mount_i.h"
 #include "node_i.h"
 
@@ -11,18 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static int failures, checks;
-
-#define CHECK(cond)                                                                      \
-	do {                                                                             \
-		checks++;                                                                \
-		if (!(cond)) {                                                           \
-			failures++;                                                      \
-			fprintf(stderr, "%s:%d: failed: %s\n", __FILE__, __LINE__,       \
-				#cond);                                                  \
-		}                                                                        \
-	} while (0)
 
 static int parse(struct fs_options *o, int argc, const char **argv)
 {
@@ -201,6 +190,5 @@ int main(void)
 	test_options();
 	test_model();
 	rmdir(mnt);
-	printf("%d checks, %d failed\n", checks, failures);
-	return failures ? 1 : 0;
+	return check_done("fs core model");
 }

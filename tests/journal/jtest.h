@@ -14,37 +14,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "../lib/check.h"
 #include "journal_i.h"
-
-static int jt_failures;
-static int jt_checks;
-
-#define CHECK(cond)                                                                      \
-	do {                                                                             \
-		jt_checks++;                                                             \
-		if (!(cond)) {                                                           \
-			jt_failures++;                                                   \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, \
-				#cond);                                                  \
-		}                                                                        \
-	} while (0)
-
-#define CHECK_EQ_INT(a, b)                                                               \
-	do {                                                                             \
-		long long va_ = (long long)(a), vb_ = (long long)(b);                    \
-		jt_checks++;                                                             \
-		if (va_ != vb_) {                                                        \
-			jt_failures++;                                                   \
-			fprintf(stderr, "%s:%d: %s == %lld, expected %s == %lld\n",      \
-				__FILE__, __LINE__, #a, va_, #b, vb_);                   \
-		}                                                                        \
-	} while (0)
-
-static inline int jt_finish(const char *name)
-{
-	printf("%s: %d checks, %d failed\n", name, jt_checks, jt_failures);
-	return jt_failures ? 1 : 0;
-}
 
 static int jt_rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 {
@@ -207,6 +178,27 @@ static inline void jt_sample(struct journal_record *r, enum journal_kind kind, i
 	default:
 		break;
 	}
+}
+
+/* What a journal_scan delivered, copied (the first 256 records). */
+struct jt_collect {
+	struct journal_record v[256];
+	size_t n;
+};
+
+static inline int jt_collect_one(void *ctx, const struct journal_record *r, uint64_t off)
+{
+	struct jt_collect *c = ctx;
+	if (c->n < 256)
+		journal_record_copy(&c->v[c->n++], r);
+	return 0;
+}
+
+static inline void jt_collect_clear(struct jt_collect *c)
+{
+	for (size_t i = 0; i < c->n; i++)
+		journal_record_clear(&c->v[i]);
+	c->n = 0;
 }
 
 #endif

@@ -36,9 +36,9 @@ static void test_round_trip_every_kind(void)
 
 		jt_sample(&r, (enum journal_kind)k, k);
 		CHECK(strcmp(journal_kind_name(r.kind), "UNKNOWN_KIND") != 0);
-		CHECK_EQ_INT(journal_encode(&r, &buf, &len), 0);
-		CHECK_EQ_INT(journal_decode(buf, len, &d, &used), JOURNAL_DECODE_OK);
-		CHECK_EQ_INT(used, len);
+		CHECK_EQ(journal_encode(&r, &buf, &len), 0);
+		CHECK_EQ(journal_decode(buf, len, &d, &used), JOURNAL_DECODE_OK);
+		CHECK_EQ(used, len);
 		CHECK(journal_record_equal(&r, &d));
 		journal_record_clear(&d);
 
@@ -46,8 +46,8 @@ static void test_round_trip_every_kind(void)
 		uint8_t *two = malloc(len * 2);
 		memcpy(two, buf, len);
 		memcpy(two + len, buf, len);
-		CHECK_EQ_INT(journal_decode(two, len * 2, &d, &used), JOURNAL_DECODE_OK);
-		CHECK_EQ_INT(used, len);
+		CHECK_EQ(journal_decode(two, len * 2, &d, &used), JOURNAL_DECODE_OK);
+		CHECK_EQ(used, len);
 		journal_record_clear(&d);
 		free(two);
 
@@ -72,14 +72,14 @@ static void test_round_trip_every_kind(void)
 			}
 		}
 		struct journal_record copy;
-		CHECK_EQ_INT(journal_record_copy(&copy, &r), 0);
+		CHECK_EQ(journal_record_copy(&copy, &r), 0);
 		CHECK(journal_record_equal(&r, &copy));
 		journal_record_clear(&copy);
 		free(buf);
 		journal_record_clear(&r);
 		kinds++;
 	}
-	CHECK_EQ_INT(kinds, JOURNAL_KIND_MAX - 1);
+	CHECK_EQ(kinds, JOURNAL_KIND_MAX - 1);
 	printf("round trip: %d kinds, each prefix and each bit flip checked\n", kinds);
 }
 
@@ -92,8 +92,8 @@ static void test_null_vs_empty(void)
 
 	r.out.data = (char *)"";
 	r.out.len = 0;
-	CHECK_EQ_INT(journal_encode(&r, &buf, &len), 0);
-	CHECK_EQ_INT(journal_decode(buf, len, &d, &used), JOURNAL_DECODE_OK);
+	CHECK_EQ(journal_encode(&r, &buf, &len), 0);
+	CHECK_EQ(journal_decode(buf, len, &d, &used), JOURNAL_DECODE_OK);
 	CHECK(d.sandbox && d.sandbox[0] == '\0');
 	CHECK(d.out.data && d.out.len == 0);
 	CHECK(d.err.data == NULL && d.url == NULL && d.command == NULL);
@@ -115,20 +115,19 @@ static void test_bad_frames(void)
 	h[4] = JOURNAL_VERSION;
 	put32(h + 8, JOURNAL_MAX_PAYLOAD + 1);
 	put32(h + 12, (uint32_t)crc32(0, h, 12));
-	CHECK_EQ_INT(journal_decode(h, sizeof(h), &d, &used), JOURNAL_DECODE_CORRUPT);
+	CHECK_EQ(journal_decode(h, sizeof(h), &d, &used), JOURNAL_DECODE_CORRUPT);
 
 	/* Another version. */
 	h[4] = 2;
 	put32(h + 8, 0);
 	put32(h + 12, (uint32_t)crc32(0, h, 12));
-	CHECK_EQ_INT(journal_decode(h, sizeof(h), &d, &used), JOURNAL_DECODE_CORRUPT);
+	CHECK_EQ(journal_decode(h, sizeof(h), &d, &used), JOURNAL_DECODE_CORRUPT);
 
-	CHECK_EQ_INT(journal_decode((const uint8_t *)"XXXX", 4, &d, &used),
-		     JOURNAL_DECODE_CORRUPT);
-	CHECK_EQ_INT(journal_decode((const uint8_t *)"SF", 2, &d, &used),
-		     JOURNAL_DECODE_SHORT);
-	CHECK_EQ_INT(journal_decode((const uint8_t *)"", 0, &d, &used),
-		     JOURNAL_DECODE_SHORT);
+	CHECK_EQ(journal_decode((const uint8_t *)"XXXX", 4, &d, &used),
+		 JOURNAL_DECODE_CORRUPT);
+	CHECK_EQ(journal_decode((const uint8_t *)"SF", 2, &d, &used),
+		 JOURNAL_DECODE_SHORT);
+	CHECK_EQ(journal_decode((const uint8_t *)"", 0, &d, &used), JOURNAL_DECODE_SHORT);
 
 	/* Payloads with good checksums but bad content. */
 	static const uint8_t no_kind[] = {2, 8, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
@@ -153,7 +152,7 @@ static void test_bad_frames(void)
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		buf = frame(bad[i].p, (uint32_t)bad[i].n, &len);
-		CHECK_EQ_INT(journal_decode(buf, len, &d, &used), JOURNAL_DECODE_CORRUPT);
+		CHECK_EQ(journal_decode(buf, len, &d, &used), JOURNAL_DECODE_CORRUPT);
 		free(buf);
 	}
 
@@ -161,15 +160,15 @@ static void test_bad_frames(void)
 	static const uint8_t extra[] = {1,   8, 0, 0, 0, 2,   0,   0, 0, 0, 0, 0, 0,
 					200, 2, 0, 0, 0, 'x', 'y', 3, 1, 0, 0, 0, 'z'};
 	buf = frame(extra, sizeof(extra), &len);
-	CHECK_EQ_INT(journal_decode(buf, len, &d, &used), JOURNAL_DECODE_OK);
+	CHECK_EQ(journal_decode(buf, len, &d, &used), JOURNAL_DECODE_OK);
 	CHECK(d.kind == JOURNAL_CREATED && d.sandbox && strcmp(d.sandbox, "z") == 0);
 	journal_record_clear(&d);
 	free(buf);
 
 	struct journal_record r = {.kind = JOURNAL_KIND_MAX};
-	CHECK_EQ_INT(journal_encode(&r, &buf, &len), -EINVAL);
+	CHECK_EQ(journal_encode(&r, &buf, &len), -EINVAL);
 	r.kind = 0;
-	CHECK_EQ_INT(journal_encode(&r, &buf, &len), -EINVAL);
+	CHECK_EQ(journal_encode(&r, &buf, &len), -EINVAL);
 	CHECK(strcmp(journal_kind_name(JOURNAL_KIND_MAX), "UNKNOWN_KIND") == 0);
 	CHECK(strcmp(journal_kind_name((enum journal_kind)0), "UNKNOWN_KIND") == 0);
 }
@@ -179,5 +178,5 @@ int main(void)
 	test_round_trip_every_kind();
 	test_null_vs_empty();
 	test_bad_frames();
-	return jt_finish("test_codec");
+	return check_done("test_codec");
 }

@@ -50,7 +50,7 @@ static void add(struct journal *j, enum journal_kind kind, const char *sb, uint6
 	r.seq = seq;
 	if (kind == JOURNAL_UPLOAD_INTENT || kind == JOURNAL_UPLOAD_DONE)
 		r.upload_id = seq;
-	CHECK_EQ_INT(journal_append(j, &r, false), 0);
+	CHECK_EQ(journal_append(j, &r, false), 0);
 	journal_record_clear(&r);
 }
 
@@ -96,42 +96,21 @@ static void build_sample(void)
 	size_t off = 0, used;
 	while (off < orig_len && nrecs < 64) {
 		bounds[nrecs] = off;
-		CHECK_EQ_INT(
-		    journal_decode(orig + off, orig_len - off, &recs[nrecs], &used),
-		    JOURNAL_DECODE_OK);
+		CHECK_EQ(journal_decode(orig + off, orig_len - off, &recs[nrecs], &used),
+			 JOURNAL_DECODE_OK);
 		off += used;
 		nrecs++;
 	}
 	bounds[nrecs] = off;
-	CHECK_EQ_INT(off, orig_len);
+	CHECK_EQ(off, orig_len);
 	printf("sample journal: %zu records, %zu bytes\n", nrecs, orig_len);
 }
 
-struct collect {
-	struct journal_record v[128];
-	size_t n;
-};
-
-static int collect_one(void *ctx, const struct journal_record *r, uint64_t off)
-{
-	struct collect *c = ctx;
-	if (c->n < 128)
-		journal_record_copy(&c->v[c->n++], r);
-	return 0;
-}
-
-static enum journal_scan_end scan_fd(int fd, struct collect *c)
+static enum journal_scan_end scan_fd(int fd, struct jt_collect *c)
 {
 	struct journal_scan_result res;
-	journal_scan(fd, collect_one, c, &res);
+	journal_scan(fd, jt_collect_one, c, &res);
 	return res.end;
-}
-
-static void collect_clear(struct collect *c)
-{
-	for (size_t i = 0; i < c->n; i++)
-		journal_record_clear(&c->v[i]);
-	c->n = 0;
 }
 
 static bool is_mark(enum journal_kind k)
@@ -144,11 +123,11 @@ static bool is_mark(enum journal_kind k)
  * marks that open appended, and the live state is the replay of it. */
 static void check_prefix_file(const char *dir, struct journal *j, size_t m, size_t marks)
 {
-	struct collect c = {0};
+	struct jt_collect c = {0};
 	int fd = open(jpath(dir), O_RDONLY);
-	CHECK_EQ_INT(scan_fd(fd, &c), JOURNAL_SCAN_WHOLE);
+	CHECK_EQ(scan_fd(fd, &c), JOURNAL_SCAN_WHOLE);
 	close(fd);
-	CHECK_EQ_INT(c.n, m + marks);
+	CHECK_EQ(c.n, m + marks);
 	bool same = c.n >= m;
 	for (size_t i = 0; i < m && i < c.n; i++)
 		same = same && journal_record_equal(&c.v[i], &recs[i]);
@@ -159,11 +138,11 @@ static void check_prefix_file(const char *dir, struct journal *j, size_t m, size
 	journal_state_init(&replay, 4);
 	for (size_t i = 0; i < c.n; i++)
 		journal_state_apply(&replay, &c.v[i]);
-	CHECK_EQ_INT(journal_snapshot(j, &live), 0);
+	CHECK_EQ(journal_snapshot(j, &live), 0);
 	CHECK(journal_state_equal(&replay, &live));
 	journal_state_clear(&replay);
 	journal_state_clear(&live);
-	collect_clear(&c);
+	jt_collect_clear(&c);
 }
 
 static void test_cut_everywhere(void)
@@ -180,15 +159,15 @@ static void test_cut_everywhere(void)
 		fresh_dir(dir);
 		jt_write_file(jpath(dir), orig, k);
 		struct journal *j = open_dir(dir, false, &rc, &rep);
-		CHECK_EQ_INT(rc, 0);
+		CHECK_EQ(rc, 0);
 		if (!j)
 			continue;
 		opened++;
-		CHECK_EQ_INT(rep.records, m);
-		CHECK_EQ_INT(rep.torn_tail, k != bounds[m]);
+		CHECK_EQ(rep.records, m);
+		CHECK_EQ(rep.torn_tail, k != bounds[m]);
 		if (rep.torn_tail) {
 			torn++;
-			CHECK_EQ_INT(rep.torn_offset, bounds[m]);
+			CHECK_EQ(rep.torn_offset, bounds[m]);
 			size_t tl;
 			uint8_t *tail = jt_read_file(rep.torn_copy, &tl);
 			CHECK(tail && tl == k - bounds[m] &&
@@ -198,7 +177,7 @@ static void test_cut_everywhere(void)
 		check_prefix_file(dir, j, m, rep.unknown_marked);
 		journal_close(j);
 	}
-	CHECK_EQ_INT(opened, orig_len + 1);
+	CHECK_EQ(opened, orig_len + 1);
 	printf("cut at every offset: %d opens, %d torn tails reported and cut\n", opened,
 	       torn);
 }
@@ -234,8 +213,8 @@ static void test_flip_every_byte(void)
 		journal_close(j);
 		/* Repair keeps exactly the records before the bad one. */
 		j = open_dir(dir, true, &rc, &rep);
-		CHECK_EQ_INT(rc, 0);
-		CHECK_EQ_INT(rep.records, m);
+		CHECK_EQ(rc, 0);
+		CHECK_EQ(rep.records, m);
 		if (j)
 			check_prefix_file(dir, j, m, rep.unknown_marked);
 		journal_close(j);
@@ -244,7 +223,7 @@ static void test_flip_every_byte(void)
 	int fd = memfd_create("flip", MFD_CLOEXEC);
 	for (size_t i = 0; i < orig_len; i++) {
 		for (int bit = 0; bit < 8; bit++) {
-			struct collect c = {0};
+			struct jt_collect c = {0};
 			memcpy(b, orig, orig_len);
 			b[i] ^= (uint8_t)(1u << bit);
 			CHECK(ftruncate(fd, 0) == 0);
@@ -255,13 +234,13 @@ static void test_flip_every_byte(void)
 			for (size_t k = 0; k < c.n && prefix; k++)
 				prefix = journal_record_equal(&c.v[k], &recs[k]);
 			CHECK(prefix);
-			collect_clear(&c);
+			jt_collect_clear(&c);
 			scans++;
 		}
 	}
 	close(fd);
 	free(b);
-	CHECK_EQ_INT(damaged + torn, orig_len);
+	CHECK_EQ(damaged + torn, orig_len);
 	printf("flip every byte: %d refused as damaged, %d cut as torn; %d bit flips all "
 	       "caught\n",
 	       damaged, torn, scans);
@@ -281,7 +260,7 @@ static void test_compaction_crash(void)
 		jt_write_file(jpath(dir), orig, orig_len);
 		struct journal *j = open_dir(dir, false, &rc, &rep);
 		struct journal_state before;
-		CHECK_EQ_INT(journal_snapshot(j, &before), 0);
+		CHECK_EQ(journal_snapshot(j, &before), 0);
 		journal_close(j);
 		size_t old_len, new_len = 0;
 		uint8_t *old = jt_read_file(jpath(dir), &old_len);
@@ -289,7 +268,7 @@ static void test_compaction_crash(void)
 		/* The bytes compaction writes. */
 		struct journal_record *v;
 		size_t n;
-		CHECK_EQ_INT(journal_state_records(&before, &v, &n), 0);
+		CHECK_EQ(journal_state_records(&before, &v, &n), 0);
 		uint8_t *want_new = NULL;
 		for (size_t i = 0; i < n; i++) {
 			uint8_t *buf;
@@ -327,13 +306,13 @@ static void test_compaction_crash(void)
 			CHECK(access(jpath(dir), F_OK) == 0);
 
 		j = open_dir(dir, false, &rc, &rep);
-		CHECK_EQ_INT(rc, 0);
+		CHECK_EQ(rc, 0);
 		CHECK(!rep.torn_tail && rep.unknown_marked == 0);
 		char leftover[4200];
 		snprintf(leftover, sizeof(leftover), "%s/journal.new", dir);
 		CHECK(access(leftover, F_OK) != 0);
 		struct journal_state after;
-		CHECK_EQ_INT(journal_snapshot(j, &after), 0);
+		CHECK_EQ(journal_snapshot(j, &after), 0);
 		CHECK(journal_state_equal(&before, &after));
 		journal_close(j);
 		printf("compaction crash after step %d: %s journal whole, same state\n",
@@ -357,7 +336,7 @@ int main(void)
 	for (size_t i = 0; i < nrecs; i++)
 		journal_record_clear(&recs[i]);
 	free(orig);
-	int rc = jt_finish("test_crash");
+	int rc = check_done("test_crash");
 	if (!rc)
 		jt_rm_rf(root);
 	else

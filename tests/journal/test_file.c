@@ -39,33 +39,13 @@ static struct journal *open_dir(const char *dir, struct journal_open_report *rep
 	return j;
 }
 
-struct collect {
-	struct journal_record v[256];
-	size_t n;
-};
-
-static int collect_one(void *ctx, const struct journal_record *r, uint64_t off)
-{
-	struct collect *c = ctx;
-	if (c->n < 256)
-		journal_record_copy(&c->v[c->n++], r);
-	return 0;
-}
-
-static void collect_clear(struct collect *c)
-{
-	for (size_t i = 0; i < c->n; i++)
-		journal_record_clear(&c->v[i]);
-	c->n = 0;
-}
-
-static enum journal_scan_end scan_path(const char *p, struct collect *c)
+static enum journal_scan_end scan_path(const char *p, struct jt_collect *c)
 {
 	struct journal_scan_result res;
 	int fd = open(p, O_RDONLY);
 	if (fd < 0)
 		return JOURNAL_SCAN_IOERR;
-	journal_scan(fd, c ? collect_one : NULL, c, &res);
+	journal_scan(fd, c ? jt_collect_one : NULL, c, &res);
 	close(fd);
 	return res.end;
 }
@@ -79,36 +59,36 @@ static void test_every_kind_through_file(void)
 
 	umask(0); /* the modes below must not depend on the caller's umask */
 	struct journal *j = open_dir(dir, &rep, &rc, 0, 0);
-	CHECK_EQ_INT(rc, 0);
-	CHECK_EQ_INT(mode_of(dir), 0700);
-	CHECK_EQ_INT(mode_of(path_in(dir, "journal")), 0600);
-	CHECK_EQ_INT(mode_of(path_in(dir, "lock")), 0600);
-	CHECK_EQ_INT(rep.records, 0);
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(mode_of(dir), 0700);
+	CHECK_EQ(mode_of(path_in(dir, "journal")), 0600);
+	CHECK_EQ(mode_of(path_in(dir, "lock")), 0600);
+	CHECK_EQ(rep.records, 0);
 	for (int k = 1; k < JOURNAL_KIND_MAX; k++) {
 		jt_sample(&recs[n], (enum journal_kind)k, k);
-		CHECK_EQ_INT(journal_append(j, &recs[n], k % 2 == 0), 0);
+		CHECK_EQ(journal_append(j, &recs[n], k % 2 == 0), 0);
 		n++;
 	}
-	CHECK_EQ_INT(journal_sync(j), 0);
+	CHECK_EQ(journal_sync(j), 0);
 	journal_close(j);
 
-	struct collect c = {0};
-	CHECK_EQ_INT(scan_path(path_in(dir, "journal"), &c), JOURNAL_SCAN_WHOLE);
-	CHECK_EQ_INT(c.n, n);
+	struct jt_collect c = {0};
+	CHECK_EQ(scan_path(path_in(dir, "journal"), &c), JOURNAL_SCAN_WHOLE);
+	CHECK_EQ(c.n, n);
 	for (int i = 0; i < n && i < (int)c.n; i++) {
 		CHECK(journal_record_equal(&recs[i], &c.v[i]));
 		if (!journal_record_equal(&recs[i], &c.v[i]))
 			fprintf(stderr, "kind %s differs after the file\n",
 				journal_kind_name(recs[i].kind));
 	}
-	collect_clear(&c);
+	jt_collect_clear(&c);
 
 	/* A second mount of the same directory is refused while open. */
 	struct journal *j1 = open_dir(dir, &rep, &rc, 0, 0);
-	CHECK_EQ_INT(rc, 0);
-	CHECK_EQ_INT(rep.records, n);
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(rep.records, n);
 	struct journal *j2 = open_dir(dir, &rep, &rc, 0, 0);
-	CHECK_EQ_INT(rc, -EBUSY);
+	CHECK_EQ(rc, -EBUSY);
 	CHECK(j2 == NULL && strstr(rep.message, "in use"));
 	journal_close(j1);
 	for (int i = 0; i < n; i++)
@@ -124,28 +104,28 @@ static void test_private_dir(void)
 	struct journal_open_report rep;
 	int rc;
 	struct journal *j = open_dir(dir, &rep, &rc, 0, 0);
-	CHECK_EQ_INT(rc, 0);
+	CHECK_EQ(rc, 0);
 	/* A group/world-accessible directory is made private. */
-	CHECK_EQ_INT(mode_of(dir), 0700);
+	CHECK_EQ(mode_of(dir), 0700);
 	journal_close(j);
 	chmod(path_in(dir, "journal"), 0644);
 	j = open_dir(dir, &rep, &rc, 0, 0);
-	CHECK_EQ_INT(rc, 0);
-	CHECK_EQ_INT(mode_of(path_in(dir, "journal")), 0600);
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(mode_of(path_in(dir, "journal")), 0600);
 	journal_close(j);
 	/* Nested directories are created 0700 too. */
 	char *deep = path_in(root, "a/b/c");
 	j = open_dir(deep, &rep, &rc, 0, 0);
-	CHECK_EQ_INT(rc, 0);
-	CHECK_EQ_INT(mode_of(path_in(root, "a")), 0700);
-	CHECK_EQ_INT(mode_of(path_in(root, "a/b")), 0700);
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(mode_of(path_in(root, "a")), 0700);
+	CHECK_EQ(mode_of(path_in(root, "a/b")), 0700);
 	journal_close(j);
 	struct journal_options o;
 	journal_options_defaults(&o);
-	CHECK_EQ_INT(journal_open(&o, &j, &rep), -EINVAL);
+	CHECK_EQ(journal_open(&o, &j, &rep), -EINVAL);
 	jt_write_file(path_in(root, "plainfile"), "x", 1);
 	o.dir = path_in(root, "plainfile");
-	CHECK_EQ_INT(journal_open(&o, &j, &rep), -ENOTDIR);
+	CHECK_EQ(journal_open(&o, &j, &rep), -ENOTDIR);
 }
 
 static void rec(struct journal *j, enum journal_kind kind, const char *sb, uint64_t seq)
@@ -160,7 +140,7 @@ static void rec(struct journal *j, enum journal_kind kind, const char *sb, uint6
 		r.path = (char *)"f";
 		r.cache_file = (char *)"/tmp/none";
 	}
-	CHECK_EQ_INT(journal_append(j, &r, true), 0);
+	CHECK_EQ(journal_append(j, &r, true), 0);
 }
 
 static void test_unknown_marking(void)
@@ -184,12 +164,12 @@ static void test_unknown_marking(void)
 	journal_close(j);
 
 	j = open_dir(dir, &rep, &rc, 0, 0);
-	CHECK_EQ_INT(rc, 0);
-	CHECK_EQ_INT(rep.records, 9);
-	CHECK_EQ_INT(rep.unknown_marked, 3);
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(rep.records, 9);
+	CHECK_EQ(rep.unknown_marked, 3);
 	CHECK(!rep.torn_tail && !rep.repaired);
 	struct journal_state st;
-	CHECK_EQ_INT(journal_snapshot(j, &st), 0);
+	CHECK_EQ(journal_snapshot(j, &st), 0);
 	struct journal_sandbox *att = journal_state_find(&st, "att");
 	CHECK(att && att->nruns == 2 && att->runs[1].status == JOURNAL_RUN_UNKNOWN);
 	CHECK(att && att->runs[0].status == JOURNAL_RUN_DONE);
@@ -201,19 +181,19 @@ static void test_unknown_marking(void)
 	journal_close(j);
 
 	/* The marks are records in the file: written once. */
-	struct collect c = {0};
-	CHECK_EQ_INT(scan_path(path_in(dir, "journal"), &c), JOURNAL_SCAN_WHOLE);
-	CHECK_EQ_INT(c.n, 12);
+	struct jt_collect c = {0};
+	CHECK_EQ(scan_path(path_in(dir, "journal"), &c), JOURNAL_SCAN_WHOLE);
+	CHECK_EQ(c.n, 12);
 	if (c.n == 12) {
 		CHECK(c.v[9].kind == JOURNAL_EXEC_UNKNOWN && c.v[9].seq == 2);
 		CHECK(c.v[10].kind == JOURNAL_CREATE_UNKNOWN);
 		CHECK(c.v[11].kind == JOURNAL_DELETE_UNCONFIRMED);
 		CHECK(c.v[9].time_ms > 0 && c.v[9].error != NULL);
 	}
-	collect_clear(&c);
+	jt_collect_clear(&c);
 	j = open_dir(dir, &rep, &rc, 0, 0);
-	CHECK_EQ_INT(rep.unknown_marked, 0);
-	CHECK_EQ_INT(rep.records, 12);
+	CHECK_EQ(rep.unknown_marked, 0);
+	CHECK_EQ(rep.records, 12);
 	journal_close(j);
 }
 
@@ -234,7 +214,7 @@ static void test_damage_and_repair(void)
 	b[first + 30] ^= 0x40;
 	jt_write_file(path_in(dir, "journal"), b, len);
 	j = open_dir(dir, &rep, &rc, 0, 0);
-	CHECK_EQ_INT(rc, -EBADMSG);
+	CHECK_EQ(rc, -EBADMSG);
 	CHECK(j == NULL);
 	char want[64];
 	snprintf(want, sizeof(want), "at byte %llu", (unsigned long long)first);
@@ -246,10 +226,10 @@ static void test_damage_and_repair(void)
 	journal_options_defaults(&o);
 	o.dir = dir;
 	o.repair = true;
-	CHECK_EQ_INT(journal_open(&o, &j, &rep), 0);
+	CHECK_EQ(journal_open(&o, &j, &rep), 0);
 	CHECK(rep.repaired && rep.records == 1);
 	CHECK(strstr(rep.message, "journal.damaged.") != NULL);
-	CHECK_EQ_INT(journal_size(j), first);
+	CHECK_EQ(journal_size(j), first);
 	journal_close(j);
 	free(b);
 
@@ -264,10 +244,10 @@ static void test_damage_and_repair(void)
 		fputc(0, f);
 	fclose(f);
 	j = open_dir(dir, &rep, &rc, 0, 0);
-	CHECK_EQ_INT(rc, 0);
+	CHECK_EQ(rc, 0);
 	CHECK(rep.torn_tail && rep.torn_offset == first);
-	CHECK_EQ_INT(mode_of(rep.torn_copy), 0600);
-	CHECK_EQ_INT(journal_size(j), first);
+	CHECK_EQ(mode_of(rep.torn_copy), 0600);
+	CHECK_EQ(journal_size(j), first);
 	journal_close(j);
 }
 
@@ -289,18 +269,18 @@ static void test_compaction(void)
 	/* Compaction kept the file near its bound. */
 	CHECK(max < 4096 + 1024);
 	struct journal_state before, after;
-	CHECK_EQ_INT(journal_snapshot(j, &before), 0);
-	CHECK_EQ_INT(before.sandboxes[0].commands_run, 300);
-	CHECK_EQ_INT(before.sandboxes[0].nruns, 5);
-	CHECK_EQ_INT(before.sandboxes[0].runs[0].seq, 296);
-	CHECK_EQ_INT(journal_compact(j), 0);
+	CHECK_EQ(journal_snapshot(j, &before), 0);
+	CHECK_EQ(before.sandboxes[0].commands_run, 300);
+	CHECK_EQ(before.sandboxes[0].nruns, 5);
+	CHECK_EQ(before.sandboxes[0].runs[0].seq, 296);
+	CHECK_EQ(journal_compact(j), 0);
 	journal_close(j);
 	CHECK(access(path_in(dir, "journal.new"), F_OK) != 0);
-	CHECK_EQ_INT(mode_of(path_in(dir, "journal")), 0600);
+	CHECK_EQ(mode_of(path_in(dir, "journal")), 0600);
 
 	j = open_dir(dir, &rep, &rc, 5, 4096);
-	CHECK_EQ_INT(rc, 0);
-	CHECK_EQ_INT(journal_snapshot(j, &after), 0);
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(journal_snapshot(j, &after), 0);
 	CHECK(journal_state_equal(&before, &after));
 	CHECK(journal_next_upload_id(j) == 78);
 	journal_close(j);
@@ -334,13 +314,13 @@ static void test_dump(void)
 	char *out = NULL;
 	size_t outlen = 0;
 	FILE *m = open_memstream(&out, &outlen);
-	CHECK_EQ_INT(journal_dump(path_in(dir, "journal"), m), 1);
+	CHECK_EQ(journal_dump(path_in(dir, "journal"), m), 1);
 	fclose(m);
 	fputs(out, stdout);
 	int lines = 0;
 	for (char *p = out; *p; p++)
 		lines += *p == '\n';
-	CHECK_EQ_INT(lines, JOURNAL_KIND_MAX - 1 + 1);
+	CHECK_EQ(lines, JOURNAL_KIND_MAX - 1 + 1);
 	for (int k = 1; k < JOURNAL_KIND_MAX; k++)
 		CHECK(strstr(out, journal_kind_name((enum journal_kind)k)) != NULL);
 	CHECK(strstr(out, "secret") == NULL && strstr(out, "127.0.0.1") == NULL);
@@ -354,7 +334,7 @@ static void test_dump(void)
 	free(out);
 
 	m = open_memstream(&out, &outlen);
-	CHECK_EQ_INT(journal_dump(path_in(root, "no-such-file"), m), -ENOENT);
+	CHECK_EQ(journal_dump(path_in(root, "no-such-file"), m), -ENOENT);
 	fclose(m);
 	free(out);
 }
@@ -369,7 +349,7 @@ static void test_registry(void)
 	for (int i = 0; i < 3; i++) {
 		for (int twice = 0; twice < 2; twice++) {
 			struct journal *j = open_dir(dirs[i], &rep, &rc, 0, 0);
-			CHECK_EQ_INT(rc, 0);
+			CHECK_EQ(rc, 0);
 			rec(j, JOURNAL_ATTACH, "s", 0);
 			rec(j, JOURNAL_DETACH, "s", 0);
 			journal_close(j);
@@ -377,7 +357,7 @@ static void test_registry(void)
 	}
 	char reg[4096];
 	snprintf(reg, sizeof(reg), "%s/xdg-state/sandboxfs/journals", root);
-	CHECK_EQ_INT(mode_of(reg), 0600);
+	CHECK_EQ(mode_of(reg), 0600);
 	size_t len;
 	char *all = (char *)jt_read_file(reg, &len);
 	all = jt_realloc(all, len + 1);
@@ -399,13 +379,13 @@ static void test_registry(void)
 	mkdir(d, 0700);
 	jt_write_file(path_in(d, "journal"), "not a journal", 13);
 	struct journal *jd = open_dir(d, &rep, &rc, 0, 0);
-	CHECK_EQ_INT(rc, -EBADMSG);
+	CHECK_EQ(rc, -EBADMSG);
 	CHECK(jd == NULL && strstr(rep.message, "at byte 0 (bad magic)"));
 
 	char *out = NULL;
 	size_t outlen = 0;
 	FILE *m = open_memstream(&out, &outlen);
-	CHECK_EQ_INT(journal_registry_check(m), 3);
+	CHECK_EQ(journal_registry_check(m), 3);
 	fclose(m);
 	fputs(out, stdout);
 	char want[8192];
@@ -457,7 +437,7 @@ static void test_threads(void)
 	o.sync = false;
 	o.max_runs = 1000;
 	struct journal *j;
-	CHECK_EQ_INT(journal_open(&o, &j, &rep), 0);
+	CHECK_EQ(journal_open(&o, &j, &rep), 0);
 	pthread_t th[4];
 	struct worker w[4];
 	for (int i = 0; i < 4; i++) {
@@ -473,11 +453,11 @@ static void test_threads(void)
 	journal_snapshot(j, &live);
 	journal_close(j);
 	j = open_dir(dir, &rep, &rc, 1000, 0);
-	CHECK_EQ_INT(rep.records, 800);
-	CHECK_EQ_INT(rep.unknown_marked, 800);
-	CHECK_EQ_INT(live.count, 4);
+	CHECK_EQ(rep.records, 800);
+	CHECK_EQ(rep.unknown_marked, 800);
+	CHECK_EQ(live.count, 4);
 	for (size_t i = 0; i < live.count; i++)
-		CHECK_EQ_INT(live.sandboxes[i].commands_run, 200);
+		CHECK_EQ(live.sandboxes[i].commands_run, 200);
 	journal_state_clear(&live);
 	journal_close(j);
 }
@@ -494,7 +474,7 @@ int main(void)
 	test_dump();
 	test_registry();
 	test_threads();
-	int rc = jt_finish("test_file");
+	int rc = check_done("test_file");
 	if (!rc)
 		jt_rm_rf(root);
 	else

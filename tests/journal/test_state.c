@@ -40,8 +40,8 @@ static void upload(enum journal_kind kind, const char *sb, uint64_t id)
 static void test_create_delete(void)
 {
 	journal_state_init(&st, 0);
-	CHECK_EQ_INT(st.max_runs, 100);
-	CHECK_EQ_INT(st.next_upload_id, 1);
+	CHECK_EQ(st.max_runs, 100);
+	CHECK_EQ(st.next_upload_id, 1);
 	struct journal_record r = {.kind = JOURNAL_CREATE_INTENT, .sandbox = (char *)"a"};
 	r.pool = (char *)"gpu";
 	r.idle_s = 60;
@@ -80,14 +80,14 @@ static void test_create_delete(void)
 	struct journal_record t = {
 	    .kind = JOURNAL_SET_TIMEOUT, .sandbox = (char *)"d", .timeout_s = 5};
 	journal_state_apply(&st, &t);
-	CHECK_EQ_INT(sb->timeout_s, 5);
+	CHECK_EQ(sb->timeout_s, 5);
 	apply(JOURNAL_DETACH, "d", 0, NULL);
 	CHECK(sb->state == JOURNAL_SB_DETACHED && !sb->url);
-	CHECK_EQ_INT(st.count, 4);
+	CHECK_EQ(st.count, 4);
 	CHECK(journal_state_find(&st, "nope") == NULL &&
 	      journal_state_find(&st, NULL) == NULL);
 	journal_state_clear(&st);
-	CHECK_EQ_INT(st.count, 0);
+	CHECK_EQ(st.count, 0);
 }
 
 static void test_runs(void)
@@ -121,18 +121,18 @@ static void test_runs(void)
 	for (uint64_t q = 4; q <= 6; q++)
 		apply(JOURNAL_EXEC_INTENT, "s", q, "z");
 	/* History keeps the newest max_runs; the count keeps everything. */
-	CHECK_EQ_INT(sb->nruns, 3);
-	CHECK_EQ_INT(sb->runs[0].seq, 4);
-	CHECK_EQ_INT(sb->runs[2].seq, 6);
-	CHECK_EQ_INT(sb->commands_run, 6);
-	CHECK_EQ_INT(sb->last_seq, 6);
+	CHECK_EQ(sb->nruns, 3);
+	CHECK_EQ(sb->runs[0].seq, 4);
+	CHECK_EQ(sb->runs[2].seq, 6);
+	CHECK_EQ(sb->commands_run, 6);
+	CHECK_EQ(sb->last_seq, 6);
 	/* An outcome for a run dropped from the history changes nothing. */
 	apply(JOURNAL_EXEC_UNKNOWN, "s", 1, NULL);
-	CHECK_EQ_INT(sb->nruns, 3);
-	CHECK_EQ_INT(sb->runs[0].seq, 4);
+	CHECK_EQ(sb->nruns, 3);
+	CHECK_EQ(sb->runs[0].seq, 4);
 	/* The same intent again starts the run over (no double count). */
 	apply(JOURNAL_EXEC_INTENT, "s", 6, "again");
-	CHECK_EQ_INT(sb->commands_run, 6);
+	CHECK_EQ(sb->commands_run, 6);
 	CHECK(strcmp(sb->runs[2].command, "again") == 0);
 	journal_state_clear(&st);
 }
@@ -154,7 +154,7 @@ static void test_garbage_order(void)
 	apply(JOURNAL_EXEC_INTENT, NULL, 1, "x");
 	upload(JOURNAL_UPLOAD_DONE, "g5", 3);
 	upload(JOURNAL_UPLOAD_ABANDONED, "g6", 4);
-	CHECK_EQ_INT(st.count, 6);
+	CHECK_EQ(st.count, 6);
 	CHECK(journal_state_find(&st, "g2")->state == JOURNAL_SB_GONE);
 	CHECK(journal_state_find(&st, "g6")->nuploads == 1);
 	CHECK(journal_state_find(&st, "g6")->uploads[0].abandoned);
@@ -175,23 +175,23 @@ static void test_uploads(void)
 	upload(JOURNAL_UPLOAD_INTENT, "u", 5);
 	upload(JOURNAL_UPLOAD_INTENT, "u", 2);
 	upload(JOURNAL_UPLOAD_INTENT, "u", 9);
-	CHECK_EQ_INT(st.next_upload_id, 10);
+	CHECK_EQ(st.next_upload_id, 10);
 	struct journal_sandbox *sb = journal_state_find(&st, "u");
-	CHECK_EQ_INT(sb->nuploads, 3);
+	CHECK_EQ(sb->nuploads, 3);
 	upload(JOURNAL_UPLOAD_DONE, "u", 2);
-	CHECK_EQ_INT(sb->nuploads, 2);
+	CHECK_EQ(sb->nuploads, 2);
 	CHECK(sb->uploads[0].upload_id == 5 && sb->uploads[1].upload_id == 9);
 	CHECK(strcmp(sb->uploads[0].path, "a/b") == 0 && sb->uploads[0].checksum == 77);
 	upload(JOURNAL_UPLOAD_ABANDONED, "u", 9);
 	CHECK(sb->uploads[1].abandoned);
 	upload(JOURNAL_UPLOAD_DONE, "u", 5);
 	upload(JOURNAL_UPLOAD_DONE, "u", 5);
-	CHECK_EQ_INT(sb->nuploads, 1);
-	CHECK_EQ_INT(st.next_upload_id, 10);
+	CHECK_EQ(sb->nuploads, 1);
+	CHECK_EQ(st.next_upload_id, 10);
 	struct journal_record g = {.kind = JOURNAL_SNAPSHOT, .upload_id = 40};
 	journal_state_apply(&st, &g);
-	CHECK_EQ_INT(st.next_upload_id, 41);
-	CHECK_EQ_INT(st.count, 1);
+	CHECK_EQ(st.next_upload_id, 41);
+	CHECK_EQ(st.count, 1);
 	journal_state_clear(&st);
 }
 
@@ -211,7 +211,7 @@ static void test_state_records(void)
 
 	struct journal_record *v;
 	size_t n;
-	CHECK_EQ_INT(journal_state_records(&st, &v, &n), 0);
+	CHECK_EQ(journal_state_records(&st, &v, &n), 0);
 	struct journal_state re;
 	journal_state_init(&re, 3);
 	for (size_t i = 0; i < n; i++) {
@@ -219,8 +219,8 @@ static void test_state_records(void)
 		uint8_t *buf;
 		size_t len, used;
 		struct journal_record d;
-		CHECK_EQ_INT(journal_encode(&v[i], &buf, &len), 0);
-		CHECK_EQ_INT(journal_decode(buf, len, &d, &used), JOURNAL_DECODE_OK);
+		CHECK_EQ(journal_encode(&v[i], &buf, &len), 0);
+		CHECK_EQ(journal_decode(buf, len, &d, &used), JOURNAL_DECODE_OK);
 		journal_state_apply(&re, &d);
 		journal_record_clear(&d);
 		journal_record_clear(&v[i]);
@@ -230,7 +230,7 @@ static void test_state_records(void)
 	CHECK(journal_state_equal(&st, &re));
 
 	struct journal_state cp;
-	CHECK_EQ_INT(journal_state_copy(&cp, &st), 0);
+	CHECK_EQ(journal_state_copy(&cp, &st), 0);
 	CHECK(journal_state_equal(&st, &cp));
 	/* A difference is seen. */
 	cp.sandboxes[0].commands_run++;
@@ -247,5 +247,5 @@ int main(void)
 	test_garbage_order();
 	test_uploads();
 	test_state_records();
-	return jt_finish("test_state");
+	return check_done("test_state");
 }

@@ -132,6 +132,7 @@ def test_journal_damage_stops_the_mount(tmp_path, orch):
     assert rc != 0
     assert "journal" in out and str(j) in out and re.search(r"(byte|offset) \d+", out), out
     assert len(out.strip().splitlines()) == 1, out
+    assert "repair_journal" in out and "--dump-journal" in out, out  # says what to do
     # repair cuts it and mounts, keeping the cut part aside
     m3 = mount.Mount(tmp_path, server=orch, opts=["repair_journal"])
     with m3:

@@ -1,0 +1,866 @@
+#!/usr/bin/python3
+"""sandboxfs benchmarks (run through tests/bench/run BUILD_DIR).
+
+Measures, on one machine and in one run, sandboxfs against
+* "direct": the same requests sent to the same sandbox-server by the
+  project's own C client (tests/bench/direct.c on backend/), one thread,
+  keep-alive: the limit a FUSE layer over the contract can reach;
+* "sshfs": Debian's sshfs over an sshd started here on 127.0.0.1 with its own
+  host key, config and port, serving a directory of the same disk;
+and reports the daemon's peak resident memory (VmHWM, reset per workload
+through /proc/PID/clear_refs).
+
+Every measurement is repeated (--reps) with the variants interleaved, the
+order reversed on every other repetition (ABC CBA ...) so drift cancels; the
+table shows medians and ratios of medians. Every server and mount started
+here is stopped by its PID / unmounted in a finally block.
+"""
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(REPO / "tests" / "lib"))
+
+import mount  # noqa: E402
+import sbx  # noqa: E402
+
+MiB = 1 << 20
+EATMYDATA = "/usr/lib/x86_64-linux-gnu/libeatmydata.so"
+FUSERMOUNT = shutil.which("fusermount3") or "fusermount3"
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def now():
+    return time.perf_counter()
+
+
+def sh(cmd, cwd=None, timeout=600, env=None):
+    """Runs a command (list) quietly; raises with its output on failure."""
+    p = subprocess.run(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=timeout, env=env)
+    if p.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} failed ({p.returncode}): "
+                           f"{p.stdout.decode(errors='replace')[-1500:]}")
+    return p.stdout.decode(errors="replace")
+
+
+def timed_sh(cmd, cwd=None, env=None):
+    t = now()
+    sh(cmd, cwd=cwd, env=env)
+    return now() - t
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --- sshfs on 127.0.0.1 -----------------------------------------------------
+
+class Sshfs:
+    """An sshd of our own on 127.0.0.1 (own host key, client key and
+    config) and an sshfs mount of `root` through it."""
+
+    def __init__(self, tmp, root, mnt):
+        self.tmp = Path(tmp)
+        self.root = Path(root)
+        self.mnt = Path(mnt)
+        self.sshd = None
+        self.sshfs = None
+
+    def start(self):
+        d = self.tmp
+        d.mkdir(parents=True, exist_ok=True)
+        os.chmod(d, 0o700)
+        for k in ("host_key", "client_key"):
+            sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / k)])
+        shutil.copy(d / "client_key.pub", d / "authorized_keys")
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # privilege separation dir
+        sftp = "/usr/lib/openssh/sftp-server"
+        for attempt in range(5):
+            self.port = free_port()
+            (d / "sshd_config").write_text(
+                f"ListenAddress 127.0.0.1\nPort {self.port}\n"
+                f"HostKey {d / 'host_key'}\nPidFile {d / 'sshd.pid'}\n"
+                f"AuthorizedKeysFile {d / 'authorized_keys'}\n"
+                "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+                "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+                "UseDNS no\nLogLevel ERROR\n"
+                f"Subsystem sftp {sftp}\n")
+            self._sshd_log = open(d / "sshd.log", "ab")
+            self.sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")],
+                                         stdin=subprocess.DEVNULL, stdout=self._sshd_log,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+            deadline = time.monotonic() + 10
+            up = False
+            while time.monotonic() < deadline and self.sshd.poll() is None:
+                try:
+                    socket.create_connection(("127.0.0.1", self.port), 0.5).close()
+                    up = True
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            if up:
+                break
+            self._stop_sshd()
+        else:
+            raise RuntimeError("sshd did not start: " + (d / "sshd.log").read_text()[-1000:])
+        self.mnt.mkdir(parents=True, exist_ok=True)
+        user = os.environ.get("USER") or "root"
+        self._sshfs_log = open(d / "sshfs.log", "ab")
+        self.sshfs = subprocess.Popen(
+            ["sshfs", "-f", f"{user}@127.0.0.1:{self.root}", str(self.mnt),
+             "-p", str(self.port),
+             "-o", f"IdentityFile={d / 'client_key'},StrictHostKeyChecking=no,"
+                   "UserKnownHostsFile=/dev/null,BatchMode=yes,LogLevel=ERROR"],
+            stdin=subprocess.DEVNULL, stdout=self._sshfs_log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.sshfs.poll() is not None:
+                raise RuntimeError("sshfs exited: " + (d / "sshfs.log").read_text()[-1000:])
+            if mount.is_mounted(self.mnt):
+                return self
+            time.sleep(0.05)
+        raise RuntimeError("the sshfs mount did not appear")
+
+    def _stop_sshd(self):
+        if self.sshd is not None:
+            if self.sshd.poll() is None:
+                self.sshd.send_signal(signal.SIGTERM)
+                try:
+                    self.sshd.wait(10)
+                except subprocess.TimeoutExpired:
+                    self.sshd.kill()
+                    self.sshd.wait(5)
+            self.sshd = None
+
+    def stop(self):
+        try:
+            if mount.is_mounted(self.mnt):
+                r = subprocess.run([FUSERMOUNT, "-u", str(self.mnt)], timeout=30,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                if r.returncode != 0:
+                    subprocess.run([FUSERMOUNT, "-u", "-z", str(self.mnt)], timeout=30)
+            if self.sshfs is not None:
+                try:
+                    self.sshfs.wait(10)
+                except subprocess.TimeoutExpired:
+                    self.sshfs.send_signal(signal.SIGTERM)
+                    self.sshfs.wait(10)
+                self.sshfs = None
+        finally:
+            self._stop_sshd()
+
+
+# --- the bench environment ----------------------------------------------------
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.build = Path(args.build).resolve()
+        self.reps = args.reps
+        self.tmp = Path(tempfile.mkdtemp(prefix="sandboxfs-bench-", dir=args.tmp))
+        os.chmod(self.tmp, 0o700)
+        self.direct_bin = self.build / "tests" / "bench" / "bench-direct"
+        self.rows = []
+        self.notes = []
+        self.server = self.mnt = self.ssh = None
+
+    # setup / teardown
+    def start(self):
+        os.environ["SANDBOXFS_BUILD"] = str(self.build)
+        (self.tmp / "srv").mkdir()
+        self.server = sbx.Server(tmp=self.tmp / "srv")
+        self.server.start()
+        self.ws = self.server.workspace  # the sandbox's workspace on disk
+        self.url_file = self.tmp / "url"
+        fd = os.open(self.url_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, (self.server.url + "\n").encode())
+        os.close(fd)
+        fd = os.open(self.tmp / "sandboxes", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, f"bench {self.server.url}\n".encode())
+        os.close(fd)
+        env = None
+        if self.args.eatmydata:  # diagnosis: what the syncs cost
+            env = {"LD_PRELOAD": EATMYDATA}
+            self.notes.append("DIAGNOSTIC RUN: sandboxfs ran under eatmydata "
+                              "(fsync/fdatasync are no-ops): not the product's figures")
+        self.mnt = mount.Mount(self.tmp, sandboxes=self.tmp / "sandboxes",
+                               opts=self.args.opt or (), env=env)
+        self.mnt.start()
+        self.sb = self.mnt.mnt / "bench"
+        self.mws = self.sb / "workspace"
+        if not self.args.no_sshfs:
+            self.sroot = self.tmp / "sshroot"
+            self.sroot.mkdir()
+            self.ssh = Sshfs(self.tmp / "ssh", self.sroot, self.tmp / "sshmnt")
+            self.ssh.start()
+            self.smnt = self.ssh.mnt
+        self.local = self.tmp / "local"
+        self.local.mkdir()
+
+    def stop(self):
+        errors = []
+        for what, f in (("sshfs", lambda: self.ssh and self.ssh.stop()),
+                        ("sandboxfs", lambda: self.mnt and self.mnt.stop()),
+                        ("server", lambda: self.server and self.server.stop())):
+            try:
+                f()
+            except Exception as e:  # keep stopping the others
+                errors.append(f"{what}: {e}")
+        if self.mnt is not None:
+            out = self.mnt.output()
+            bad = [ln for ln in out.splitlines() if "error" in ln.lower() or "warning" in ln.lower()]
+            if bad:
+                self.notes.append("sandboxfs printed: " + " | ".join(bad[:5]))
+        if not self.args.keep:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        for e in errors:
+            log("bench: stopping", e)
+
+    # helpers
+    def direct(self, *args):
+        env = dict(os.environ, SANDBOX_URL_FILE=str(self.url_file))
+        out = sh([str(self.direct_bin)] + [str(a) for a in args], env=env)
+        first = out.splitlines()[0]
+        us = [int(x) for x in first.split("us=")[1].split()[0].split(",")]
+        extra = dict(kv.split("=", 1) for ln in out.splitlines()[1:] for kv in ln.split() if "=" in kv)
+        return [u / 1e6 for u in us], extra
+
+    def ctl(self, command="true"):
+        """One command through ctl; also revalidates the mount's caches."""
+        fd = os.open(self.sb / "ctl", os.O_WRONLY)
+        try:
+            os.write(fd, command.encode() + b"\n")
+        finally:
+            os.close(fd)
+
+    def stats(self):
+        st = {}
+        for ln in (self.mnt.mnt / ".sandboxfs" / "stats").read_text().splitlines():
+            k, _, v = ln.partition(" ")
+            try:
+                st[k] = int(v)
+            except ValueError:
+                pass
+        return st
+
+    def hwm_reset(self):
+        with open(f"/proc/{self.mnt.pid}/clear_refs", "w") as f:
+            f.write("5")  # resets the peak RSS to the current RSS
+
+    def hwm_mib(self):
+        for ln in open(f"/proc/{self.mnt.pid}/status"):
+            if ln.startswith("VmHWM:"):
+                return int(ln.split()[1]) / 1024
+        return float("nan")
+
+    def interleave(self, variants, rep):
+        """variants: list of (name, fn(rep) -> value); ABC on even
+        repetitions, CBA on odd ones."""
+        order = variants if rep % 2 == 0 else list(reversed(variants))
+        out = {}
+        for name, fn in order:
+            try:
+                out[name] = fn(rep)
+            except Exception as e:
+                raise RuntimeError(f"{name}, repetition {rep}: {e}") from e
+        return out
+
+    def measure(self, variants, setup=None):
+        samples = {name: [] for name, _ in variants}
+        for rep in range(self.reps):
+            if setup:
+                setup(rep)
+            for k, v in self.interleave(variants, rep).items():
+                samples[k].append(v)
+        return samples
+
+    def row(self, name, samples, unit, kind="time", target=None, target_sshfs=True,
+            rss=None, note=""):
+        """kind "time": lower is better (seconds); "rate": higher is better
+        (bytes/s). target: ("le", x) on sandboxfs/direct time, ("ge", x) on
+        sandboxfs/direct rate, ("abs_ge", bytes_per_s) on sandboxfs alone."""
+        med = {k: statistics.median(v) for k, v in samples.items() if v}
+        self.rows.append(dict(name=name, med=med, unit=unit, kind=kind, target=target,
+                              target_sshfs=target_sshfs, rss=rss, note=note,
+                              samples={k: v for k, v in samples.items()}))
+        log(f"  {name}: " + ", ".join(f"{k}={fmt(v, unit)}" for k, v in med.items()))
+
+    # --- workloads ---------------------------------------------------------
+
+    def roundtrip_variants(self):
+        k = self.args.commands
+        ctl = self.sb / "ctl"
+
+        def sfs(rep):
+            lat = []
+            for _ in range(k):
+                t = now()
+                fd = os.open(ctl, os.O_WRONLY)
+                os.write(fd, b"true\n")
+                os.close(fd)
+                lat.append(now() - t)
+            return statistics.median(lat)
+
+        def direct(rep):
+            us, _ = self.direct("exec", k, "true")
+            return statistics.median(us)
+
+        return [("sandboxfs", sfs), ("direct", direct)]
+
+    def w_roundtrip(self):
+        log("1. command round trip")
+        self.ctl()  # first command: connection, seat
+        self.hwm_reset()
+        s = self.measure(self.roundtrip_variants())
+        self.row("command round trip `echo true > ctl`", s, "ms", target=("le", 1.25),
+                 target_sshfs=False, rss=self.hwm_mib())
+
+        # what one FUSE request costs on this machine: a getxattr the
+        # daemon answers ENODATA at once (ls -l asks two per entry)
+        probe = self.mws / "xattr-probe"
+        probe.write_bytes(b"x")
+
+        def getxattr_loop(path):
+            n = 2000
+            t = now()
+            for _ in range(n):
+                try:
+                    os.getxattr(path, "user.bench-none")
+                except OSError:
+                    pass
+            return (now() - t) / n
+
+        local = self.tmp / "xattr-probe"
+        local.write_bytes(b"x")
+        s = self.measure([("sandboxfs", lambda r: getxattr_loop(probe)),
+                          ("local disk", lambda r: getxattr_loop(local))])
+        self.row("one FUSE request (getxattr → ENODATA)", s, "ms", target_sshfs=False,
+                 note="the floor under every per-file operation: the kernel-daemon round trip")
+
+    def w_large(self):
+        size = self.args.large_mib * MiB
+        log(f"2. large files ({self.args.large_mib} MiB)")
+        chunk = os.urandom(MiB)
+        src = self.tmp / "large.src"
+        with open(src, "wb") as f:
+            for _ in range(size // MiB):
+                f.write(chunk)
+
+        def write_file(path):
+            t = now()
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            for _ in range(size // MiB):
+                os.write(fd, chunk)
+            os.close(fd)
+            return size / (now() - t)
+
+        def read_file(path):
+            t = now()
+            fd = os.open(path, os.O_RDONLY)
+            n = 0
+            while True:
+                b = os.read(fd, MiB)
+                if not b:
+                    break
+                n += len(b)
+            os.close(fd)
+            assert n == size, (path, n)
+            return size / (now() - t)
+
+        def direct_put(rep):
+            us, _ = self.direct("put", src, f"large/d{rep}")
+            return size / us[0]
+
+        def direct_get(rep):
+            out = self.tmp / "large.get"
+            us, _ = self.direct("get", f"large/c{rep}", out)
+            os.unlink(out)
+            return size / us[0]
+
+        (self.ws / "large").mkdir()
+        if self.ssh:
+            (self.sroot / "large").mkdir()
+        self.ctl()
+        wvars = [("sandboxfs", lambda r: write_file(self.mws / "large" / f"w{r}")),
+                 ("direct", direct_put)]
+        rvars = [("sandboxfs", lambda r: read_file(self.mws / "large" / f"c{r}")),
+                 ("direct", direct_get)]
+        warm = [("sandboxfs", lambda r: read_file(self.mws / "large" / f"c{r}"))]
+        if self.ssh:
+            wvars.append(("sshfs", lambda r: write_file(self.smnt / "large" / f"w{r}")))
+            rvars.append(("sshfs", lambda r: read_file(self.smnt / "large" / f"c{r}")))
+            warm.append(("sshfs", lambda r: read_file(self.smnt / "large" / f"c{r}")))
+        ws, rs, hs = ({n: [] for n, _ in v} for v in (wvars, rvars, warm))
+        rss = {"write": 0.0, "cold": 0.0, "warm": 0.0}
+        for rep in range(self.reps):
+            # the files to read cold: new names, written on the servers' disks
+            shutil.copyfile(src, self.ws / "large" / f"c{rep}")
+            if self.ssh:
+                shutil.copyfile(src, self.sroot / "large" / f"c{rep}")
+            self.ctl()  # the mount sees the new names
+            for phase, vars_, acc in (("write", wvars, ws), ("cold", rvars, rs),
+                                      ("warm", warm, hs)):
+                self.hwm_reset()
+                for k, v in self.interleave(vars_, rep).items():
+                    acc[k].append(v)
+                rss[phase] = max(rss[phase], self.hwm_mib())
+            # unlink through the mount so its cache lets the files go
+            for n in ("w", "c"):
+                os.unlink(self.mws / "large" / f"{n}{rep}")
+            (self.ws / "large" / f"d{rep}").unlink()
+            if self.ssh:
+                for n in ("w", "c"):
+                    os.unlink(self.smnt / "large" / f"{n}{rep}")
+        mib = self.args.large_mib
+        self.row(f"{mib} MiB sequential write + close", ws, "MB/s", kind="rate",
+                 target=("ge", 0.8), rss=rss["write"])
+        self.row(f"{mib} MiB cold read", rs, "MB/s", kind="rate", target=("ge", 0.8),
+                 rss=rss["cold"])
+        self.row(f"{mib} MiB warm re-read", hs, "MB/s", kind="rate",
+                 target=("abs_ge", 1e9), rss=rss["warm"])
+        src.unlink()
+
+    def w_small(self):
+        n, size = self.args.files, 4096
+        log(f"3. small files ({n} x 4 KiB)")
+        data = os.urandom(size)
+
+        def create_all(d):
+            t = now()
+            for i in range(n):
+                fd = os.open(d / f"f{i:04d}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.write(fd, data)
+                os.close(fd)
+            return now() - t
+
+        def read_all(d):
+            t = now()
+            for i in range(n):
+                fd = os.open(d / f"f{i:04d}", os.O_RDONLY)
+                got = os.read(fd, 65536)
+                os.close(fd)
+                assert len(got) == size
+            return now() - t
+
+        def sfs_create(rep):
+            os.mkdir(self.mws / f"sa{rep}")
+            return create_all(self.mws / f"sa{rep}")
+
+        def ssh_create(rep):
+            os.mkdir(self.smnt / f"ss{rep}")
+            return create_all(self.smnt / f"ss{rep}")
+
+        def direct_create(rep):
+            us, _ = self.direct("put-all", n, size, f"sd{rep}")
+            return us[0]
+
+        def direct_read(rep):
+            us, _ = self.direct("get-all", n, f"sa{rep}", self.tmp / "small.get")
+            return us[0]
+
+        def sfs_read(rep):
+            # files this mount never saw (the direct PUTs); the
+            # command before revalidates its listings
+            self.ctl()
+            return read_all(self.mws / f"sd{rep}")
+
+        def ssh_read(rep):
+            return read_all(self.smnt / f"sc{rep}")
+
+        def setup_read(rep):
+            if self.ssh:  # fresh files for sshfs too, written on its disk
+                shutil.copytree(self.ws / f"sd{rep}", self.sroot / f"sc{rep}")
+
+        cvars = [("sandboxfs", sfs_create), ("direct", direct_create)]
+        rvars = [("sandboxfs", sfs_read), ("direct", direct_read)]
+        if self.ssh:
+            cvars.append(("sshfs", ssh_create))
+            rvars.append(("sshfs", ssh_read))
+        cs, rs, warm = {k: [] for k, _ in cvars}, {k: [] for k, _ in rvars}, {"sandboxfs": []}
+        rss = [0.0, 0.0]
+        for rep in range(self.reps):
+            self.ctl()
+            self.hwm_reset()
+            for k, v in self.interleave(cvars, rep).items():
+                cs[k].append(v)
+            warm["sandboxfs"].append(read_all(self.mws / f"sa{rep}"))
+            rss[0] = max(rss[0], self.hwm_mib())
+            setup_read(rep)
+            self.hwm_reset()
+            for k, v in self.interleave(rvars, rep).items():
+                rs[k].append(v)
+            rss[1] = max(rss[1], self.hwm_mib())
+        self.row(f"{n} x 4 KiB create+write+close", cs, "s", target=("le", 1.5), rss=rss[0])
+        self.row(f"{n} x 4 KiB read back (cold)", rs, "s", target=("le", 1.5), rss=rss[1])
+        self.row(f"{n} x 4 KiB read back (own, cached)", warm, "s", target_sshfs=False,
+                 note="right after writing them, from the mount's cache; no direct equivalent")
+
+    def w_metadata(self):
+        n, tree = self.args.dir_entries, self.args.tree_files
+        log(f"4. metadata (ls -l of {n} entries, find over {tree} files)")
+
+        def make_dir(root, name):
+            d = root / name
+            d.mkdir()
+            for i in range(n):
+                with open(d / f"e{i:05d}", "wb") as f:
+                    f.write(b"x" * (i % 100))
+
+        per_dir, subdirs = 100, 10
+        tops = max(1, tree // (per_dir * subdirs))
+
+        def make_tree(root, name):
+            for a in range(tops):
+                for b in range(subdirs):
+                    d = root / name / f"d{a:02d}" / f"s{b:02d}"
+                    d.mkdir(parents=True)
+                    for i in range(per_dir):
+                        open(d / f"f{i:03d}", "wb").close()
+
+        listings = []
+
+        def sfs_ls(rep):
+            d = self.mws / f"ls{rep}"
+            os.stat(d)  # the lookup of the directory itself is not counted
+            s0 = self.stats()
+            t = timed_sh(["ls", "-l", str(d)])
+            s1 = self.stats()
+            listings.append((s1.get("listings_fetched", 0) - s0.get("listings_fetched", 0),
+                             s1.get("requests_file", 0) - s0.get("requests_file", 0)))
+            return t
+
+        def direct_ls(rep):
+            us, extra = self.direct("list", 1, f"ls{rep}")
+            assert int(extra["entries"]) == n, extra
+            return us[0]
+
+        def setup_ls(rep):
+            make_dir(self.ws, f"ls{rep}")
+            if self.ssh:
+                make_dir(self.sroot, f"ls{rep}")
+            self.ctl()
+
+        lvars = [("sandboxfs", sfs_ls), ("direct", direct_ls)]
+        if self.ssh:
+            lvars.append(("sshfs", lambda r: timed_sh(["ls", "-l", str(self.smnt / f"ls{r}")])))
+        self.hwm_reset()
+        s = self.measure(lvars, setup=setup_ls)
+        req = sorted(set(listings))
+        self.row(f"ls -l of a {n}-entry directory", s, "ms", target=("le", 2.0),
+                 rss=self.hwm_mib(),
+                 note="requests per ls -l (listings, file requests): " +
+                      ", ".join(f"{a}, {b}" for a, b in req))
+        self.listing_requests = req
+
+        expect = tops * subdirs * (per_dir + 1) + tops + 1
+
+        def sfs_find(rep):
+            t = now()
+            out = sh(["find", str(self.mws / f"t{rep}")])
+            t = now() - t
+            assert out.count("\n") == expect, (out.count("\n"), expect)
+            return t
+
+        def ssh_find(rep):
+            t = now()
+            out = sh(["find", str(self.smnt / f"t{rep}")])
+            t = now() - t
+            assert out.count("\n") == expect
+            return t
+
+        def direct_walk(rep):
+            us, extra = self.direct("walk", f"t{rep}")
+            return us[0]
+
+        def setup_tree(rep):
+            make_tree(self.ws, f"t{rep}")
+            if self.ssh:
+                make_tree(self.sroot, f"t{rep}")
+            self.ctl()
+
+        fvars = [("sandboxfs", sfs_find), ("direct", direct_walk)]
+        if self.ssh:
+            fvars.append(("sshfs", ssh_find))
+        self.hwm_reset()
+        s = self.measure(fvars, setup=setup_tree)
+        self.row(f"find over {tops * subdirs * per_dir} files", s, "ms", rss=self.hwm_mib(),
+                 note="direct: one listing per directory, sequential")
+
+        # every command revalidates what the mount has shown so far
+        shown = self.reps * (n + tops * subdirs * (per_dir + 1))
+        s = self.measure(self.roundtrip_variants())
+        self.row(f"command round trip after listing {shown:,} entries", s, "ms",
+                 target=("le", 1.25), target_sshfs=False, rss=self.hwm_mib())
+
+    def w_real(self):
+        log("5. real work (untar, git status, make)")
+        # a real source tree: Python's standard library as installed (without
+        # its symlinks, which the contract cannot carry)
+        pylib = Path(sys.base_prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+        tarball = self.tmp / "src.tar"
+        with tarfile.open(tarball, "w") as tf:
+            tf.add(pylib, arcname="pylib", filter=lambda ti: None if any(
+                p in ti.name.split("/") for p in ("__pycache__", "site-packages",
+                                                  "dist-packages", "test")) or
+                "config-" in ti.name or ti.issym() or ti.islnk() else ti)
+        with tarfile.open(tarball) as tf:
+            members = tf.getmembers()
+        nfiles = sum(1 for m in members if m.isfile())
+        tar_mib = tarball.stat().st_size / MiB
+        roots = {"sandboxfs": self.mws, "local disk": self.local}
+        if self.ssh:
+            roots["sshfs"] = self.smnt
+
+        def untar(name):
+            def fn(rep):
+                d = roots[name] / f"untar{rep}"
+                os.mkdir(d)
+                return timed_sh(["tar", "-xf", str(tarball), "-C", str(d)])
+            return fn
+
+        self.hwm_reset()
+        s = self.measure([(k, untar(k)) for k in roots])
+        self.row(f"untar a source tree ({nfiles} files, {tar_mib:.0f} MiB)", s, "s",
+                 rss=self.hwm_mib(), note="local disk: the same tar on the local disk")
+
+        # git status in a real repository: the tree, committed on each side's disk
+        disks = {"sandboxfs": self.ws, "local disk": self.local}
+        if self.ssh:
+            disks["sshfs"] = self.sroot
+        genv = dict(os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@example.org",
+                    GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@example.org",
+                    GIT_CONFIG_NOSYSTEM="1", HOME=str(self.tmp))
+        for k, disk in disks.items():
+            repo = disk / "repo"
+            repo.mkdir()
+            sh(["tar", "-xf", str(tarball), "-C", str(repo)])
+            sh(["git", "init", "-q"], cwd=repo, env=genv)
+            # the contract carries no modes: executables show as 0644
+            sh(["git", "config", "core.fileMode", "false"], cwd=repo, env=genv)
+            sh(["git", "add", "-A"], cwd=repo, env=genv)
+            sh(["git", "commit", "-q", "-m", "tree"], cwd=repo, env=genv)
+        self.ctl()
+        first = {}
+        for k, root in roots.items():
+            t = now()
+            out = sh(["git", "status", "--porcelain"], cwd=root / "repo", env=genv)
+            first[k] = [now() - t]
+            assert out.strip() == "", out[:500]
+        self.row("git status, first (index from another disk)", first, "s",
+                 note="one sample each: git re-reads every file whose stat data changed")
+
+        def status(name):
+            def fn(rep):
+                return timed_sh(["git", "status", "--porcelain"], cwd=roots[name] / "repo",
+                                env=genv)
+            return fn
+
+        self.hwm_reset()
+        s = self.measure([(k, status(k)) for k in roots])
+        self.row(f"git status ({nfiles} files)", s, "s", rss=self.hwm_mib())
+
+        # make of a small C project: the project's own backend/ and journal/
+        for k, disk in disks.items():
+            p = disk / "proj"
+            p.mkdir()
+            for sub in ("backend", "journal"):
+                for f in (REPO / sub).iterdir():
+                    if f.suffix in (".c", ".h"):
+                        shutil.copy(f, p / f.name)
+            (p / "Makefile").write_text(MAKEFILE)
+        nsrc = len(list((self.ws / "proj").glob("*.c")))
+        self.ctl()
+
+        def make(name):
+            def fn(rep):
+                p = roots[name] / "proj"
+                sh(["make", "-s", "clean"], cwd=p)
+                return timed_sh(["make", "-s", f"-j{os.cpu_count() or 1}"], cwd=p)
+            return fn
+
+        self.hwm_reset()
+        s = self.measure([(k, make(k)) for k in roots])
+        self.row(f"make -j{os.cpu_count()} of a small C project ({nsrc} files)", s, "s",
+                 rss=self.hwm_mib())
+
+
+MAKEFILE = """\
+SRCS := $(sort $(wildcard *.c))
+OBJS := $(SRCS:.c=.o)
+CFLAGS := -O1 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -DSANDBOXFS_VERSION=\\"bench\\" \
+  $(shell pkg-config --cflags libcurl libcjson)
+libproj.a: $(OBJS)
+\tar rcs $@ $^
+clean:
+\trm -f $(OBJS) libproj.a
+"""
+
+
+# --- the report ------------------------------------------------------------------
+
+def fmt(v, unit):
+    if v is None:
+        return "—"
+    if unit == "MB/s":
+        return f"{v / 1e6:,.0f} MB/s"
+    if unit == "ms" and v < 1e-3:
+        return f"{v * 1e6:,.0f} µs"
+    if unit == "ms":
+        return f"{v * 1e3:,.2f} ms" if v < 0.1 else f"{v * 1e3:,.0f} ms"
+    return f"{v:,.3f} s" if v < 10 else f"{v:,.1f} s"
+
+
+def ratio_vs(row, other):
+    """sandboxfs relative to another variant: time ratio (lower is better)
+    for times, rate ratio (higher is better) for rates."""
+    a, b = row["med"].get("sandboxfs"), row["med"].get(other)
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def verdicts(row):
+    out = []
+    t = row["target"]
+    a = row["med"].get("sandboxfs")
+    if t:
+        op, x = t
+        if op == "le":
+            r = ratio_vs(row, "direct")
+            out.append(("direct", f"≤ {x}×", r is not None and r <= x))
+        elif op == "ge":
+            r = ratio_vs(row, "direct")
+            out.append(("direct", f"≥ {x}×", r is not None and r >= x))
+        elif op == "abs_ge":
+            out.append(("abs", f"≥ {x / 1e9:g} GB/s", a is not None and a >= x))
+    if row["target_sshfs"] and "sshfs" in row["med"]:
+        r = ratio_vs(row, "sshfs")
+        faster = r is not None and (r > 1 if row["kind"] == "rate" else r < 1)
+        out.append(("sshfs", "faster", faster))
+    return out
+
+
+def report(b, machine, elapsed):
+    lines = ["## Benchmarks", "",
+             f"Run: `tests/bench/run BUILD_DIR` ({b.reps} repetitions per figure, "
+             f"medians; variants interleaved ABC/CBA). Machine: {machine}. "
+             f"Total run time {elapsed:.0f} s.", "",
+             "Ratios: for times, sandboxfs time ÷ other time (lower is better); "
+             "for throughputs (MB/s), sandboxfs ÷ other (higher is better).", "",
+             "| workload | sandboxfs vs direct | target | met | sandboxfs vs sshfs | met | "
+             "sandboxfs | direct | sshfs | local disk | peak RSS |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in b.rows:
+        v = {k: ok for k, _, ok in [(a, t, o) for a, t, o in verdicts(row)]}
+        targets = {k: t for k, t, _ in verdicts(row)}
+        rd = ratio_vs(row, "direct")
+        rs = ratio_vs(row, "sshfs")
+        tgt = targets.get("direct") or targets.get("abs") or ""
+        met_d = v.get("direct", v.get("abs"))
+        cells = [
+            row["name"],
+            f"{rd:.2f}×" if rd is not None else "—",
+            tgt,
+            "" if met_d is None else ("**met**" if met_d else "**missed**"),
+            f"{rs:.2f}×" if rs is not None else "—",
+            "" if "sshfs" not in v else ("**met**" if v["sshfs"] else "**missed**"),
+        ] + [fmt(row["med"].get(k), row["unit"]) for k in ("sandboxfs", "direct", "sshfs",
+                                                            "local disk")] + \
+            [f"{row['rss']:.0f} MiB" if row["rss"] else "—"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    for row in b.rows:
+        if row["note"]:
+            lines.append(f"- {row['name']}: {row['note']}")
+    for n in b.notes:
+        lines.append(f"- {n}")
+    return "\n".join(lines) + "\n"
+
+
+def machine_line():
+    mem = ""
+    try:
+        mem = subprocess.run(["free", "-h"], capture_output=True, text=True).stdout.split("\n")[1].split()[1]
+    except Exception:
+        pass
+    cpu = ""
+    try:
+        for ln in open("/proc/cpuinfo"):
+            if ln.startswith("model name"):
+                cpu = ln.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (f"{os.cpu_count()} CPUs (nproc) {cpu}, {mem} RAM (free -h), "
+            f"kernel {platform.release()}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("build")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--only", action="append",
+                    choices=["roundtrip", "large", "small", "metadata", "real"])
+    ap.add_argument("--quick", action="store_true",
+                    help="small sizes, 3 repetitions (a smoke run, not for the table)")
+    ap.add_argument("--no-sshfs", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    ap.add_argument("--tmp", default=None, help="scratch parent (default $TMPDIR)")
+    ap.add_argument("--out", default=None, help="also write the table (markdown) here")
+    ap.add_argument("--json", default=None, help="write every sample here")
+    ap.add_argument("--eatmydata", action="store_true",
+                    help="diagnosis: run sandboxfs with fsync/fdatasync as no-ops")
+    ap.add_argument("-o", dest="opt", action="append", help="extra sandboxfs -o option")
+    args = ap.parse_args()
+    args.commands, args.large_mib, args.files = 200, 256, 1000
+    args.dir_entries, args.tree_files = 10000, 20000
+    if args.quick:
+        args.reps = min(args.reps, 3)
+        args.commands, args.large_mib, args.files = 50, 32, 200
+        args.dir_entries, args.tree_files = 2000, 2000
+    b = Bench(args)
+    t0 = time.monotonic()
+    try:
+        b.start()
+        for name in ("roundtrip", "large", "small", "metadata", "real"):
+            if not args.only or name in args.only:
+                try:
+                    getattr(b, "w_" + name)()
+                except Exception as e:
+                    log(f"bench: workload {name} failed: {e}")
+                    b.notes.append(f"workload {name} FAILED: {str(e)[:300]}")
+    finally:
+        b.stop()
+    text = report(b, machine_line(), time.monotonic() - t0)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(
+            [{k: r[k] for k in ("name", "unit", "kind", "samples", "rss", "note")} for r in b.rows],
+            indent=1))
+
+
+if __name__ == "__main__":
+    main()
