@@ -458,9 +458,9 @@ int workspace_write(struct fuse_file_info *fi, const char *buf, size_t size, off
 			m->has_times = false; /* a write sets the time */
 	}
 	pthread_mutex_unlock(&c->lock);
-	pthread_mutex_unlock(&f->mx);
 	if (done)
-		h->wrote = true;
+		h->wrote = true; /* under f->mx: flush reads it there */
+	pthread_mutex_unlock(&f->mx);
 	return done ? (int)done : rc;
 }
 
@@ -484,13 +484,10 @@ int workspace_flush(struct fuse_file_info *fi)
 	 * create, an O_TRUNC open) is uploaded at release, after the last
 	 * close; its intent is journaled now, since this close
 	 * acknowledges it and release comes after. */
-	if (!h->wrote) {
-		pthread_mutex_lock(&h->f->mx);
-		int rc = upload_intent_locked(h->f);
-		pthread_mutex_unlock(&h->f->mx);
-		return rc;
-	}
-	return upload_now(h->f);
+	pthread_mutex_lock(&h->f->mx);
+	int rc = h->wrote ? upload_locked(h->f) : upload_intent_locked(h->f);
+	pthread_mutex_unlock(&h->f->mx);
+	return rc;
 }
 
 int workspace_fsync(struct fuse_file_info *fi, int datasync)
@@ -532,9 +529,9 @@ int workspace_truncate(struct workspace *ws, const char *rel, off_t size,
 	if (h) {
 		pthread_mutex_lock(&h->f->mx);
 		int rc = cache_truncate(h->f, (uint64_t)size);
-		pthread_mutex_unlock(&h->f->mx);
 		if (rc == 0)
 			h->wrote = true;
+		pthread_mutex_unlock(&h->f->mx);
 		return rc;
 	}
 	int rc = ws_check(ws, rel);
