@@ -31,8 +31,12 @@ static struct wshandle *handle_of(const struct fuse_file_info *fi)
  * yet on the server, or it is open and no command ran since it was read. */
 static bool file_auth(const struct wsfile *f)
 {
+	/* Not while its content is being fetched: its size is not known
+	 * yet, and a lookup answering the partial size makes the kernel
+	 * read a short (even empty) file in every open of it. */
 	return f->dirty || f->pending ||
-	       (f->refs > 0 && (f->epoch == f->ws->epoch || !f->remote_exists));
+	       (f->refs > 0 && f->present &&
+		(f->epoch == f->ws->epoch || !f->remote_exists));
 }
 
 /* c->lock held; may drop and retake it (listing fetch). */
