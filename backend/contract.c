@@ -33,6 +33,19 @@ static void set_ok(struct backend_error *err)
 	backend_set_error(err, BACKEND_OK, 200, "ok");
 }
 
+/* Sends a /files request whose answer says no more than its status, and
+ * frees p, the encoded path files_req made. */
+static enum backend_status files_send(struct backend *b, struct backend_req *r, char *p,
+				      struct backend_error *err)
+{
+	enum backend_status st = backend_http(b, r, err);
+	if (st == BACKEND_OK)
+		set_ok(err);
+	free(r->answer);
+	free(p);
+	return st;
+}
+
 enum backend_status backend_execute(struct backend *b, const char *url,
 				    const char *command, long timeout_s,
 				    struct backend_exec_result *out,
@@ -97,13 +110,9 @@ enum backend_status backend_file_get(struct backend *b, const char *url, const c
 	if (st != BACKEND_OK)
 		return st;
 	r.get_fd = fd; /* the body streams there, not into r.answer */
-	st = backend_http(b, &r, err);
+	st = files_send(b, &r, p, err);
 	if (size_out)
 		*size_out = r.fd_bytes;
-	if (st == BACKEND_OK)
-		set_ok(err);
-	free(r.answer);
-	free(p);
 	return st;
 }
 
@@ -125,12 +134,7 @@ enum backend_status backend_file_put(struct backend *b, const char *url, const c
 		return st;
 	r.put_fd = fd;
 	r.put_size = size;
-	st = backend_http(b, &r, err);
-	if (st == BACKEND_OK)
-		set_ok(err);
-	free(r.answer);
-	free(p);
-	return st;
+	return files_send(b, &r, p, err);
 }
 
 enum backend_status backend_file_delete(struct backend *b, const char *url,
@@ -147,12 +151,7 @@ enum backend_status backend_file_delete(struct backend *b, const char *url,
 	if (st != BACKEND_OK)
 		return st;
 	r.timeout_ms = b->cfg.request_timeout_ms;
-	st = backend_http(b, &r, err);
-	if (st == BACKEND_OK)
-		set_ok(err);
-	free(r.answer);
-	free(p);
-	return st;
+	return files_send(b, &r, p, err);
 }
 
 enum backend_status backend_list(struct backend *b, const char *url, const char *path,

@@ -323,18 +323,30 @@ int dir_load(struct workspace *ws, const char *path, struct wsdir **out)
 	}
 }
 
-void dir_upsert(struct workspace *ws, const char *path, uint64_t size, bool is_dir,
-		const struct timespec *mtime)
+/* The cached listing of path's parent, about to be changed in place, or
+ * NULL; *name is path's last segment. A fetch under way may answer from
+ * before the change: it is marked raced, not fresh, and dir_load fetches
+ * again. */
+static struct wsdir *parent_listing(struct workspace *ws, const char *path,
+				    const char **name)
 {
-	const char *name;
-	char *parent = ws_parent(path, &name);
+	char *parent = ws_parent(path, name);
 	if (!parent)
-		return;
+		return NULL;
 	struct wsdir *d = dir_cached(ws, parent);
+	free(parent);
 	if (d && d->fetching) {
 		d->fetched_ms = 0;
 		d->raced = true;
 	}
+	return d;
+}
+
+void dir_upsert(struct workspace *ws, const char *path, uint64_t size, bool is_dir,
+		const struct timespec *mtime)
+{
+	const char *name;
+	struct wsdir *d = parent_listing(ws, path, &name);
 	if (d && d->loaded) {
 		if (d->err) {
 			d->fetched_ms = 0;
@@ -347,7 +359,6 @@ void dir_upsert(struct workspace *ws, const char *path, uint64_t size, bool is_d
 				e->seen = *mtime;
 		}
 	}
-	free(parent);
 }
 
 void dir_set_empty(struct workspace *ws, const char *path)
@@ -369,14 +380,7 @@ void dir_set_empty(struct workspace *ws, const char *path)
 void dir_remove(struct workspace *ws, const char *path)
 {
 	const char *name;
-	char *parent = ws_parent(path, &name);
-	if (!parent)
-		return;
-	struct wsdir *d = dir_cached(ws, parent);
-	if (d && d->fetching) {
-		d->fetched_ms = 0;
-		d->raced = true;
-	}
+	struct wsdir *d = parent_listing(ws, path, &name);
 	struct wsentry *e = dir_find(d, name);
 	if (e) {
 		size_t i = (size_t)(e - d->ents);
@@ -384,7 +388,6 @@ void dir_remove(struct workspace *ws, const char *path)
 		memmove(d->ents + i, d->ents + i + 1, (d->n - i - 1) * sizeof(*d->ents));
 		d->n--;
 	}
-	free(parent);
 }
 
 void dir_stale(struct workspace *ws, const char *path)
