@@ -19,6 +19,8 @@ PACKAGES=(
 	libfuse3-dev fuse3 libcurl4-openssl-dev libcjson-dev libmicrohttpd-dev
 	zlib1g-dev libattr1-dev attr
 	python3 python3-pytest curl procps psmisc openssl
+	# the libFuzzer harnesses (tests/run-fuzz)
+	clang libclang-rt-14-dev
 	# the installation tests: man pages, shell completion
 	man-db groff-base bash-completion
 	# examples/edit.sh scripts ed (and vim, below)
