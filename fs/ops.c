@@ -595,9 +595,15 @@ static int fs_statfs(const char *path, struct statvfs *st)
 		if (ws)
 			return workspace_statfs(ws, st);
 	}
+	/* Elsewhere too, the local filesystem that holds the state and the
+	 * cache (where written data lands first): `df MOUNT` is then the same
+	 * as `df MOUNT/ID/workspace`, never all zeros. */
 	memset(st, 0, sizeof(*st));
-	st->f_bsize = 4096;
-	st->f_frsize = 4096;
+	if (statvfs(m->state_dir, st) < 0) {
+		memset(st, 0, sizeof(*st));
+		st->f_bsize = 4096;
+		st->f_frsize = 4096;
+	}
 	st->f_namemax = 255;
 	return 0;
 }

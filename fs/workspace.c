@@ -512,6 +512,7 @@ static struct workspace *ws_get_locked(struct wscache *c, const char *id, const 
 	ws->id = strdup(id);
 	ws->url = url ? strdup(url) : NULL;
 	ws->epoch = 1;
+	clock_gettime(CLOCK_REALTIME, &ws->born);
 	if (!ws->id || (url && !ws->url) || htab_init(&ws->dirs, 1024) < 0 ||
 	    htab_init(&ws->metas, 1024) < 0 || htab_init(&ws->files, 1024) < 0) {
 		htab_free(&ws->dirs);

@@ -132,6 +132,9 @@ struct workspace {
 	char *id;
 	char *url;
 	uint64_t epoch; /* bumped by workspace_invalidate */
+	/* The root's times: the contract has none, and 1970 would look like
+	 * damage; when this mount first met the workspace is honest. */
+	struct timespec born;
 	bool gone;
 	bool retired;	    /* forgotten: not found by workspace_get any more */
 	struct htab dirs;   /* struct wsdir */

@@ -45,6 +45,7 @@ static int lookup(struct workspace *ws, const char *rel, struct wsattr *a)
 	memset(a, 0, sizeof(*a));
 	if (!rel[0]) {
 		a->is_dir = true;
+		a->mtime = ws->born;
 		return 0;
 	}
 	struct wsfile *f = file_find(ws, rel);

@@ -156,6 +156,12 @@ def test_df_and_stat(ws):
     p = sh(f"df {ws} && stat -f -c %l {ws}")
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip().endswith("255")
+    # df of the mount itself reports the same local filesystem, not zeros.
+    root = ws.parent.parent
+    mine, top = os.statvfs(ws), os.statvfs(root)
+    assert top.f_blocks > 0 and top.f_blocks == mine.f_blocks
+    # The workspace root has a time of this mount, not 1970.
+    assert os.stat(ws).st_mtime > time.time() - 3600
 
 
 def test_no_stale_size_after_command_or_write(ws, url, sandbox):
