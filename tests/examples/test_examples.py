@@ -3,7 +3,6 @@ embedded default, and does what it claims."""
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -23,17 +22,8 @@ TEST_TIMEOUT = int(os.environ.get("SANDBOXFS_TEST_TIMEOUT", "90"))
 
 @pytest.fixture(autouse=True)
 def _time_limit():
-    if not mount.fuse_available():
-        pytest.skip("no /dev/fuse or fusermount3")
-
-    def expired(signum, frame):
-        raise TimeoutError(f"test exceeded {TEST_TIMEOUT} s")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(TEST_TIMEOUT)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+    with mount.time_limit(TEST_TIMEOUT):
+        yield
 
 
 @pytest.fixture

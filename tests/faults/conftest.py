@@ -7,7 +7,6 @@ unmounted, and a mount whose daemon printed a sanitizer report, an
 unexpected error or a secret fails the test.
 """
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -37,21 +36,9 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _time_limit(request):
-    if not mount.fuse_available():
-        pytest.skip("no /dev/fuse or fusermount3")
-    limit = TEST_TIMEOUT
     m = request.node.get_closest_marker("timeout_s")
-    if m:
-        limit = m.args[0]
-
-    def expired(signum, frame):
-        raise TimeoutError(f"test exceeded {limit} s")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(limit)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+    with mount.time_limit(m.args[0] if m else TEST_TIMEOUT):
+        yield
 
 
 @pytest.fixture

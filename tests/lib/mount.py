@@ -24,6 +24,7 @@ The daemon runs in its own session, so signals sent to a test's process
 group never reach it. Every wait is bounded.
 """
 
+import contextlib
 import os
 import re
 import shutil
@@ -43,6 +44,26 @@ def sandboxfs_binary():
 
 def fuse_available():
     return os.path.exists("/dev/fuse") and shutil.which("fusermount3") is not None
+
+
+@contextlib.contextmanager
+def time_limit(seconds):
+    """Bounds a mounted test: skips it without FUSE, raises TimeoutError in
+    it after `seconds` (SIGALRM), so no test hangs without a bound."""
+    if not fuse_available():
+        import pytest
+        pytest.skip("no /dev/fuse or fusermount3")
+
+    def expired(signum, frame):
+        raise TimeoutError(f"test exceeded {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def is_mounted(path):

@@ -6,7 +6,6 @@ time limit; the mount is always unmounted, and the test fails when the
 daemon printed an unexpected error or warning or any secret.
 """
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -21,17 +20,8 @@ TEST_TIMEOUT = int(os.environ.get("SANDBOXFS_TEST_TIMEOUT", "90"))
 
 @pytest.fixture(autouse=True)
 def _time_limit(request):
-    if not mount.fuse_available():
-        pytest.skip("no /dev/fuse or fusermount3")
-
-    def expired(signum, frame):
-        raise TimeoutError(f"test exceeded {TEST_TIMEOUT} s")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(TEST_TIMEOUT)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+    with mount.time_limit(TEST_TIMEOUT):
+        yield
 
 
 @pytest.fixture
