@@ -23,6 +23,8 @@ PACKAGES=(
 	clang libclang-rt-14-dev
 	# the installation tests: man pages, shell completion
 	man-db groff-base bash-completion
+	# the installation tests check the user unit with systemd-analyze
+	systemd
 	# examples/edit.sh scripts ed (and vim, below)
 	ed
 	# the workspace's mounted tests run real programs through the mount
