@@ -505,11 +505,20 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	}
 
 	pthread_mutex_lock(&m->lock);
+	struct fs_run *run = fs_sandbox_push_run(m, sb);
+	if (!run) {
+		/* nothing journaled or sent yet: give the seat back */
+		if (!nested) {
+			sb->busy = false;
+			pthread_cond_broadcast(&m->cond);
+		}
+		pthread_mutex_unlock(&m->lock);
+		goto refuse;
+	}
 	uint64_t seq = ++sb->last_seq;
 	long timeout_s = fs_sandbox_timeout(m, sb);
 	if (!nested)
 		sb->busy_seq = seq;
-	struct fs_run *run = fs_sandbox_push_run(m, sb);
 	run->seq = seq;
 	run->command = run_command;
 	run->timeout_s = timeout_s;

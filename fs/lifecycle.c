@@ -114,6 +114,8 @@ int fs_orch_refresh(struct fs_mount *m, bool force)
 			continue; /* an attached one with the same id wins */
 		if (!sb) {
 			sb = fs_sandbox_add(m, s->id);
+			if (!sb)
+				continue; /* out of memory: shown at the next refresh */
 			sb->owned = true;
 		}
 		if (sb->lifecycle_busy)
@@ -310,6 +312,10 @@ int fs_sandbox_create(struct fs_mount *m, const char *id, const char *pool,
 		return -EEXIST;
 	}
 	sb = fs_sandbox_add(m, id);
+	if (!sb) {
+		pthread_mutex_unlock(&m->lock);
+		return -ENOMEM;
+	}
 	/* a fresh object state for a reused id */
 	sb->present = true;
 	sb->owned = true;
@@ -513,6 +519,11 @@ int fs_sandbox_attach(struct fs_mount *m, const char *id, const char *url)
 		return -EIO;
 	pthread_mutex_lock(&m->lock);
 	sb = fs_sandbox_add(m, id);
+	if (!sb) {
+		/* journaled: the next mount shows it attached */
+		pthread_mutex_unlock(&m->lock);
+		return -ENOMEM;
+	}
 	sb->present = true;
 	sb->attached = true;
 	sb->owned = false;

@@ -141,12 +141,14 @@ void fs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* --- model (sandbox.c); call with m->lock held unless said otherwise ----*/
 struct fs_sandbox *fs_sandbox_find(struct fs_mount *m, const char *id);
+/* The sandbox with that id, created when new; NULL when out of memory
+ * (callers in FUSE operations answer ENOMEM, never abort). */
 struct fs_sandbox *fs_sandbox_add(struct fs_mount *m, const char *id);
 /* Sets a string field: frees the old value, copies the new one. */
 void fs_set_str(char **field, const char *value);
 void fs_run_clear(struct fs_run *r);
 /* Appends a run, dropping (and unlinking outputs of) the oldest beyond
- * max_runs. Returns the new run. */
+ * max_runs. Returns the new run, or NULL when out of memory. */
 struct fs_run *fs_sandbox_push_run(struct fs_mount *m, struct fs_sandbox *sb);
 struct fs_run *fs_sandbox_run(struct fs_sandbox *sb, uint64_t seq);
 struct fs_run *fs_sandbox_latest(struct fs_sandbox *sb);

@@ -102,14 +102,15 @@ struct fs_sandbox *fs_sandbox_add(struct fs_mount *m, const char *id)
 		size_t cap = m->cap ? m->cap * 2 : 16;
 		struct fs_sandbox **n = realloc(m->sbs, cap * sizeof(*n));
 		if (!n)
-			abort();
+			return NULL;
 		m->sbs = n;
 		m->cap = cap;
 	}
 	sb = calloc(1, sizeof(*sb));
-	if (!sb)
-		abort();
-	sb->id = fs_strdup0(id);
+	if (!sb || !(sb->id = strdup(id))) {
+		free(sb);
+		return NULL;
+	}
 	sb->state = FS_SB_UNKNOWN;
 	m->sbs[m->nsbs++] = sb;
 	return sb;
@@ -154,7 +155,7 @@ struct fs_run *fs_sandbox_push_run(struct fs_mount *m, struct fs_sandbox *sb)
 	}
 	struct fs_run *n = realloc(sb->runs, (sb->nruns + 1) * sizeof(*n));
 	if (!n)
-		abort();
+		return NULL;
 	sb->runs = n;
 	struct fs_run *r = &sb->runs[sb->nruns++];
 	memset(r, 0, sizeof(*r));
@@ -247,6 +248,8 @@ int fs_model_load(struct fs_mount *m, const struct journal_state *st)
 		if (!j->id)
 			continue;
 		struct fs_sandbox *sb = fs_sandbox_add(m, j->id);
+		if (!sb)
+			return -ENOMEM;
 		sb->in_journal_state = true;
 		sb->owned = j->owned;
 		sb->attached = !j->owned;
@@ -288,6 +291,8 @@ int fs_model_load(struct fs_mount *m, const struct journal_state *st)
 		}
 		for (size_t k = 0; k < j->nruns; k++) {
 			struct fs_run *r = fs_sandbox_push_run(m, sb);
+			if (!r)
+				return -ENOMEM;
 			fs_run_from_journal(r, &j->runs[k]);
 		}
 	}
