@@ -328,12 +328,27 @@ static void fs_job_finish(struct fs_job *job, enum backend_status st,
 		sb->state = FS_SB_UNREACHABLE;
 	else if (st == BACKEND_OK && sb->state == FS_SB_UNREACHABLE)
 		sb->state = FS_SB_READY;
+	ws = sb->ws;
+	pthread_mutex_unlock(&m->lock);
+
+	free(out.data);
+	free(out.file);
+	free(errout.data);
+	free(errout.file);
+
+	/* Before the writer returns and the seat is free: what the kernel
+	 * holds of the results and of the workspace is older than the
+	 * command, and a script reads them right after its write. */
+	fs_invalidate_results(m, sb);
+	if (!job->internal && st != BACKEND_NOT_SENT)
+		fs_invalidate_workspace(m, sb, ws);
+
+	pthread_mutex_lock(&m->lock);
 	if (sb->busy && sb->busy_seq == job->seq)
 		sb->busy = false;
 	job->done = true;
 	job->result = result;
 	job->exit_code = st == BACKEND_OK ? res->exit_code : -1;
-	ws = sb->ws;
 	if (status == FS_RUN_EXITED || status == FS_RUN_TIMEOUT)
 		atomic_fetch_add(&m->n.commands_exited, 1);
 	else if (status == FS_RUN_UNKNOWN)
@@ -342,15 +357,6 @@ static void fs_job_finish(struct fs_job *job, enum backend_status st,
 		atomic_fetch_add(&m->n.commands_failed, 1);
 	pthread_cond_broadcast(&m->cond);
 	pthread_mutex_unlock(&m->lock);
-
-	free(out.data);
-	free(out.file);
-	free(errout.data);
-	free(errout.file);
-
-	fs_invalidate_results(m, sb);
-	if (!job->internal && st != BACKEND_NOT_SENT)
-		fs_invalidate_workspace(m, sb, ws);
 }
 
 static void *fs_job_main(void *arg)

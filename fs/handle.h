@@ -13,6 +13,7 @@
 enum fs_handle_kind {
 	FS_HANDLE_CONTROL = 0x5c7101,   /* ctl, stdout, status, ... (fs/ops) */
 	FS_HANDLE_WORKSPACE = 0x5c7102, /* a file under ID/workspace/ */
+	FS_HANDLE_WSDIR = 0x5c7103,     /* a directory under ID/workspace/ */
 };
 
 struct fs_handle {

@@ -127,7 +127,8 @@ static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t
 	if (loc.node == FS_N_WS) {
 		struct workspace *ws = fs_ws(m, &loc);
 		if (ws)
-			return workspace_readdir(ws, loc.rel, buf, filler, flags);
+			return workspace_readdir(ws, loc.rel, buf, filler, off, fi,
+						 flags);
 		if (loc.rel[0])
 			return -ENOENT;
 		filler(buf, ".", NULL, 0, 0);
@@ -197,6 +198,28 @@ static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t
 	}
 }
 
+/* A workspace directory gets a handle that keeps its listing between the
+ * chunks of one readdir pass (workspace_readdir); other directories are
+ * small and need none. */
+static int fs_opendir(const char *path, struct fuse_file_info *fi)
+{
+	struct fs_mount *m = fs_m();
+	struct fs_loc loc;
+	fi->fh = 0;
+	int rc = fs_resolve(m, path, &loc);
+	if (rc < 0)
+		return rc;
+	struct workspace *ws = fs_ws(m, &loc);
+	return ws ? workspace_opendir(ws, loc.rel, fi) : 0;
+}
+
+static int fs_releasedir(const char *path, struct fuse_file_info *fi)
+{
+	(void)path;
+	workspace_releasedir(fi);
+	return 0;
+}
+
 static bool fs_file_writable(const struct fs_loc *loc)
 {
 	return (loc->node == FS_N_SBFILE &&
@@ -213,7 +236,16 @@ static int fs_open(const char *path, struct fuse_file_info *fi)
 		return rc;
 	if (loc.node == FS_N_WS) {
 		struct workspace *ws = fs_ws(m, &loc);
-		return ws ? workspace_open(ws, loc.rel, fi) : -ENOENT;
+		rc = ws ? workspace_open(ws, loc.rel, fi) : -ENOENT;
+		/* The kernel opens an inode it still knows by this name (names
+		 * are cached for attr_timeout): gone, or a directory now, means
+		 * a command or another client changed it. ESTALE makes the
+		 * kernel look the whole path up again and retry the open once,
+		 * so open(O_CREAT) of a name a command removed creates it, and
+		 * plain open gets ENOENT from the fresh lookup. */
+		if (rc == -ENOENT || rc == -EISDIR)
+			return -ESTALE;
+		return rc;
 	}
 	if (loc.node != FS_N_SBFILE && loc.node != FS_N_RUNFILE && loc.node != FS_N_MFILE)
 		return -EISDIR;
@@ -704,11 +736,12 @@ static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->use_ino = 0;
 	cfg->intr = 1;
 	cfg->nullpath_ok = 0;
-	/* Names are looked up again at every use (served from the workspace's
-	 * listing cache, no request): high-level libfuse cannot invalidate a
-	 * kernel dentry, and a name a command removed must not stay positive
-	 * (open(O_CREAT) of it would fail with ENOENT). */
-	cfg->entry_timeout = 0;
+	/* The kernel keeps names and attributes for attr_timeout. A name a
+	 * command removed can stay positive in the kernel that long (the
+	 * high-level API cannot drop a dentry): workspace_open answers ESTALE
+	 * for it, so the kernel looks the name up again and open(O_CREAT)
+	 * creates it. Attributes are invalidated after every command. */
+	cfg->entry_timeout = m->opt.attr_timeout;
 	cfg->attr_timeout = m->opt.attr_timeout;
 	cfg->negative_timeout = 0;
 	cfg->kernel_cache = 0;
@@ -726,7 +759,9 @@ static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 const struct fuse_operations fs_ops = {
     .init = fs_init,
     .getattr = fs_getattr,
+    .opendir = fs_opendir,
     .readdir = fs_readdir,
+    .releasedir = fs_releasedir,
     .open = fs_open,
     .create = fs_create,
     .read = fs_read,

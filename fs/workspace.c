@@ -551,21 +551,26 @@ void workspace_invalidate(struct workspace *ws)
 	for (size_t i = 0; i < ws->nmade; i++)
 		free(ws->made_dirs[i]);
 	ws->nmade = 0;
-	/* A pass costs time and memory in the number of paths shown; passes
-	 * of back-to-back commands would pile up (one thread each), so the
-	 * running pass takes this request over (see tests/bench/RESULTS.md). */
-	if (ws->inval_running) {
-		ws->inval_again = true;
+	uint64_t mine = ++ws->inval_asked;
+	/* A pass costs time in the number of paths shown; commands that end
+	 * while one runs are all covered by the next one (see
+	 * tests/bench/RESULTS.md), which the running caller starts. */
+	while (ws->inval_running && ws->inval_done < mine)
+		pthread_cond_wait(&c->cond, &c->lock);
+	if (ws->inval_done >= mine) {
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
 	ws->inval_running = true;
-	do {
-		ws->inval_again = false;
+	while (ws->inval_done < ws->inval_asked) {
+		uint64_t covers = ws->inval_asked;
 		workspace_invalidate_pass(ws);
 		pthread_mutex_lock(&c->lock);
-	} while (ws->inval_again);
+		ws->inval_done = covers;
+		pthread_cond_broadcast(&c->cond);
+	}
 	ws->inval_running = false;
+	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 }
 

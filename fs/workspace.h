@@ -88,8 +88,14 @@ void workspace_forget(struct wscache *c, const char *sandbox_id);
 /* FUSE operations on REL inside the workspace. */
 int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st,
 		      struct fuse_file_info *fi);
+/* A directory handle keeps a snapshot of the listing taken when a pass
+ * starts (offset 0), so the chunks of one pass are consistent: offsets
+ * into a listing that changes between chunks would skip names. */
+int workspace_opendir(struct workspace *ws, const char *rel, struct fuse_file_info *fi);
+void workspace_releasedir(struct fuse_file_info *fi);
 int workspace_readdir(struct workspace *ws, const char *rel, void *buf,
-		      fuse_fill_dir_t filler, enum fuse_readdir_flags flags);
+		      fuse_fill_dir_t filler, off_t off, struct fuse_file_info *fi,
+		      enum fuse_readdir_flags flags);
 int workspace_open(struct workspace *ws, const char *rel, struct fuse_file_info *fi);
 int workspace_create(struct workspace *ws, const char *rel, mode_t mode,
 		     struct fuse_file_info *fi);

@@ -143,9 +143,12 @@ struct workspace {
 	struct wsfile *all; /* every wsfile of this workspace */
 	char **made_dirs;   /* made by mkdir since the last command */
 	size_t nmade;
-	/* One kernel invalidation pass at a time; a command that ends during
-	 * a pass makes it run once more instead of starting its own. */
-	bool inval_running, inval_again;
+	/* One kernel invalidation pass at a time: a command that ends during
+	 * a pass asks for another (inval_asked) and waits until a pass that
+	 * started after its request is done (inval_done), so that when its
+	 * write returns the kernel holds nothing older than the command. */
+	bool inval_running;
+	uint64_t inval_asked, inval_done;
 	char *rescue_dir; /* set once data of this gone sandbox was kept */
 };
 

@@ -177,32 +177,87 @@ int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st,
 	return rc;
 }
 
-int workspace_readdir(struct workspace *ws, const char *rel, void *buf,
-		      fuse_fill_dir_t filler, enum fuse_readdir_flags flags)
+/* One name of a directory snapshot. */
+struct wsdirent {
+	char *name;
+	struct stat st;
+};
+
+/* What fuse_file_info.fh points to for a workspace directory. */
+struct wsdirhandle {
+	struct fs_handle h; /* kind FS_HANDLE_WSDIR, first member */
+	struct stat self;
+	struct wsdirent *ents;
+	size_t n;
+	bool taken; /* a snapshot was taken (it may be empty) */
+};
+
+static struct wsdirhandle *dirhandle_of(const struct fuse_file_info *fi)
+{
+	if (!fi || !fi->fh)
+		return NULL;
+	struct fs_handle *h = fs_handle_of(fi->fh);
+	return h->kind == FS_HANDLE_WSDIR ? (struct wsdirhandle *)h : NULL;
+}
+
+static void dirhandle_clear(struct wsdirhandle *dh)
+{
+	for (size_t i = 0; i < dh->n; i++)
+		free(dh->ents[i].name);
+	free(dh->ents);
+	dh->ents = NULL;
+	dh->n = 0;
+	dh->taken = false;
+}
+
+int workspace_opendir(struct workspace *ws, const char *rel, struct fuse_file_info *fi)
 {
 	int rc = ws_check(ws, rel);
 	if (rc < 0)
 		return rc;
-	struct wscache *c = ws->c;
-	pthread_mutex_lock(&c->lock);
+	struct wsdirhandle *dh = calloc(1, sizeof(*dh));
+	if (!dh)
+		return -ENOMEM;
+	dh->h.kind = FS_HANDLE_WSDIR;
+	fi->fh = (uint64_t)(uintptr_t)dh;
+	return 0;
+}
+
+void workspace_releasedir(struct fuse_file_info *fi)
+{
+	struct wsdirhandle *dh = dirhandle_of(fi);
+	if (!dh)
+		return;
+	dirhandle_clear(dh);
+	free(dh);
+	fi->fh = 0;
+}
+
+/* Takes the snapshot of rel's listing into dh (c->lock held, may be
+ * dropped by the listing fetch). */
+static int dirhandle_take(struct workspace *ws, const char *rel, struct wsdirhandle *dh)
+{
+	dirhandle_clear(dh);
 	struct wsdir *d;
-	rc = dir_load(ws, rel, &d);
-	if (rc < 0) {
-		pthread_mutex_unlock(&c->lock);
+	int rc = dir_load(ws, rel, &d);
+	if (rc < 0)
 		return rc;
-	}
-	enum fuse_fill_dir_flags ff =
-	    (flags & FUSE_READDIR_PLUS) ? FUSE_FILL_DIR_PLUS : 0;
-	struct stat st;
 	struct wsattr self = {.is_dir = true};
-	fill_stat(ws, rel, &self, &st);
-	filler(buf, ".", &st, 0, 0);
-	filler(buf, "..", NULL, 0, 0);
+	if (!rel[0])
+		self.mtime = ws->born;
+	fill_stat(ws, rel, &self, &dh->self);
+	dh->ents = calloc(d->n ? d->n : 1, sizeof(*dh->ents));
+	if (!dh->ents)
+		return -ENOMEM;
 	for (size_t i = 0; i < d->n; i++) {
 		struct wsentry *e = &d->ents[i];
 		char *child = ws_join(rel, e->name);
-		if (!child)
-			break;
+		char *name = strdup(e->name);
+		if (!child || !name) {
+			free(child);
+			free(name);
+			return -ENOMEM;
+		}
 		struct wsattr a = {
 		    .is_dir = e->is_dir, .size = e->size, .mtime = e->seen};
 		struct wsfile *f = e->is_dir ? NULL : file_find(ws, child);
@@ -210,12 +265,52 @@ int workspace_readdir(struct workspace *ws, const char *rel, void *buf,
 			a.size = f->size;
 			a.mtime = f->mtime;
 		}
-		fill_stat(ws, child, &a, &st);
+		fill_stat(ws, child, &a, &dh->ents[dh->n].st);
+		dh->ents[dh->n++].name = name;
 		free(child);
-		if (filler(buf, e->name, &st, 0, ff))
-			break;
 	}
-	pthread_mutex_unlock(&c->lock);
+	dh->taken = true;
+	return 0;
+}
+
+/* Offsets: 1 is ".", 2 is "..", 3 + i the i-th name of the snapshot. Real
+ * offsets matter: libfuse sends READDIRPLUS entries filled at offset 0
+ * with no node id, and the kernel then looks every name up again. */
+int workspace_readdir(struct workspace *ws, const char *rel, void *buf,
+		      fuse_fill_dir_t filler, off_t off, struct fuse_file_info *fi,
+		      enum fuse_readdir_flags flags)
+{
+	int rc = ws_check(ws, rel);
+	if (rc < 0)
+		return rc;
+	struct wsdirhandle *dh = dirhandle_of(fi);
+	struct wsdirhandle local = {.h.kind = FS_HANDLE_WSDIR};
+	if (!dh) { /* no handle (cannot happen through opendir): one pass */
+		dh = &local;
+		off = 0;
+	}
+	struct wscache *c = ws->c;
+	if (off == 0 || !dh->taken) {
+		pthread_mutex_lock(&c->lock);
+		rc = dirhandle_take(ws, rel, dh);
+		pthread_mutex_unlock(&c->lock);
+		if (rc < 0) {
+			dirhandle_clear(dh);
+			return rc;
+		}
+	}
+	enum fuse_fill_dir_flags ff =
+	    (flags & FUSE_READDIR_PLUS) ? FUSE_FILL_DIR_PLUS : 0;
+	if (off < 1 && filler(buf, ".", &dh->self, 1, 0))
+		goto out;
+	if (off < 2 && filler(buf, "..", NULL, 2, 0))
+		goto out;
+	for (size_t i = off > 2 ? (size_t)off - 2 : 0; i < dh->n; i++)
+		if (filler(buf, dh->ents[i].name, &dh->ents[i].st, (off_t)i + 3, ff))
+			break;
+out:
+	if (dh == &local)
+		dirhandle_clear(dh);
 	return 0;
 }
 

@@ -53,7 +53,7 @@ static void test_listing(struct workspace *ws)
 
 	long lists0 = srv_stat(&S, "lists");
 	struct names nm = {0};
-	CHECK_EQ(workspace_readdir(ws, "", &nm, names_fill, 0), 0);
+	CHECK_EQ(workspace_readdir(ws, "", &nm, names_fill, 0, NULL, 0), 0);
 	CHECK(names_has(&nm, "a.txt") && names_has(&nm, "b.txt") &&
 	      names_has(&nm, "sub"));
 	CHECK(!names_has(&nm, ".sandbox-agent"));
@@ -71,14 +71,14 @@ static void test_listing(struct workspace *ws)
 	CHECK_EQ(workspace_getattr(ws, "missing", &st, NULL), -ENOENT);
 	CHECK_EQ(workspace_getattr(ws, ".sandbox-agent", &st, NULL), -ENOENT);
 	CHECK_EQ(workspace_getattr(ws, ".pool/x", &st, NULL), -ENOENT);
-	CHECK_EQ(workspace_readdir(ws, ".pool", &nm, names_fill, 0), -ENOENT);
+	CHECK_EQ(workspace_readdir(ws, ".pool", &nm, names_fill, 0, NULL, 0), -ENOENT);
 	CHECK_EQ(srv_stat(&S, "lists") - lists0, 1);
 
 	/* One more listing for the subdirectory, however many lookups. */
 	CHECK_EQ(workspace_getattr(ws, "sub/c.txt", &st, NULL), 0);
 	CHECK_EQ(st.st_size, 4);
 	CHECK_EQ(workspace_getattr(ws, "sub/nope", &st, NULL), -ENOENT);
-	CHECK_EQ(workspace_readdir(ws, "sub", &nm, names_fill, 0), 0);
+	CHECK_EQ(workspace_readdir(ws, "sub", &nm, names_fill, 0, NULL, 0), 0);
 	CHECK(names_has(&nm, "c.txt"));
 	names_clear(&nm);
 	CHECK_EQ(srv_stat(&S, "lists") - lists0, 2);
@@ -216,7 +216,7 @@ static void test_dirs(struct workspace *ws, int *execs)
 	snprintf(p, sizeof(p), "%s/d1", S.ws);
 	CHECK(stat(p, &st) == 0 && S_ISDIR(st.st_mode));
 	struct names nm = {0};
-	CHECK_EQ(workspace_readdir(ws, "d1", &nm, names_fill, 0), 0);
+	CHECK_EQ(workspace_readdir(ws, "d1", &nm, names_fill, 0, NULL, 0), 0);
 	CHECK_EQ(nm.n, 2); /* . and .. only: the placeholder is gone */
 	names_clear(&nm);
 	CHECK_EQ(workspace_mkdir(ws, "d1", 0755), -EEXIST);
@@ -299,7 +299,7 @@ static void test_hostile_listing(struct workspace *ws)
 	CHECK(srv_faults(&S, "{\"hostile_listing\": true}"));
 	workspace_invalidate(ws);
 	struct names nm = {0};
-	CHECK_EQ(workspace_readdir(ws, "", &nm, names_fill, 0), 0);
+	CHECK_EQ(workspace_readdir(ws, "", &nm, names_fill, 0, NULL, 0), 0);
 	CHECK(srv_faults(&S, "{}"));
 	CHECK(names_has(&nm, "b.txt"));
 	for (int i = 0; i < nm.n; i++) {
@@ -404,6 +404,82 @@ static void test_modes(struct workspace *ws, struct workspace *ws_noexec, int *e
 	CHECK_EQ(workspace_getattr(ws, "m2/x", &st, NULL), 0);
 }
 
+/* A filler that takes at most `room` names per call, like a kernel
+ * buffer, and remembers the offset of the last one it took. */
+struct chunk {
+	struct names nm;
+	int room;
+	off_t last;
+	bool plus_with_stat; /* every name after ".." came with a stat */
+};
+
+static int chunk_fill(void *buf, const char *name, const struct stat *st, off_t off,
+		      enum fuse_fill_dir_flags flags)
+{
+	struct chunk *ck = buf;
+	if (ck->room-- <= 0)
+		return 1;
+	if (strcmp(name, ".") && strcmp(name, "..") &&
+	    (!st || !(flags & FUSE_FILL_DIR_PLUS) || off <= 0))
+		ck->plus_with_stat = false;
+	ck->last = off;
+	return names_fill(&ck->nm, name, st, off, flags);
+}
+
+/* One readdir pass in chunks of 7 through a directory handle: every name
+ * exactly once, with a real offset and its attributes (READDIRPLUS), even
+ * when the directory changes between chunks. */
+static void test_readdir_chunks(struct workspace *ws)
+{
+	char p[512];
+	snprintf(p, sizeof(p), "%s/chunks", S.ws);
+	mkdir(p, 0755);
+	for (int i = 0; i < 40; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "chunks/f%02d", i);
+		srv_put(&S, name, "x");
+	}
+	struct fuse_file_info fi = {0};
+	CHECK_EQ(workspace_opendir(ws, "chunks", &fi), 0);
+	struct chunk ck = {.plus_with_stat = true};
+	off_t off = 0;
+	int calls = 0;
+	do {
+		ck.room = 7;
+		int before = ck.nm.n;
+		CHECK_EQ(workspace_readdir(ws, "chunks", &ck, chunk_fill, off, &fi,
+					   FUSE_READDIR_PLUS),
+			 0);
+		if (ck.nm.n == before)
+			break;
+		off = ck.last;
+		if (calls++ == 1) { /* a name removed between chunks */
+			snprintf(p, sizeof(p), "%s/chunks/f00", S.ws);
+			CHECK_EQ(unlink(p), 0);
+			workspace_invalidate(ws);
+		}
+	} while (calls < 50);
+	CHECK_EQ(ck.nm.n, 42);
+	CHECK(ck.plus_with_stat);
+	for (int i = 0; i < 40; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "f%02d", i);
+		int seen = 0;
+		for (int k = 0; k < ck.nm.n; k++)
+			seen += strcmp(ck.nm.v[k], name) == 0;
+		CHECK_EQ(seen, 1);
+	}
+	names_clear(&ck.nm);
+	/* a new pass (offset 0) sees the change */
+	ck.room = 1000;
+	CHECK_EQ(workspace_readdir(ws, "chunks", &ck, chunk_fill, 0, &fi, 0), 0);
+	CHECK_EQ(ck.nm.n, 41);
+	CHECK(!names_has(&ck.nm, "f00"));
+	names_clear(&ck.nm);
+	workspace_releasedir(&fi);
+	CHECK_EQ(fi.fh, 0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -430,6 +506,7 @@ int main(int argc, char **argv)
 	struct workspace *ws2 = workspace_get(c2, "sb1", S.url);
 
 	test_listing(ws);
+	test_readdir_chunks(ws);
 	test_read_write(ws);
 	test_rename(ws);
 	test_dirs(ws, &execs);
