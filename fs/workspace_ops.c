@@ -177,17 +177,13 @@ int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st,
 	return rc;
 }
 
-/* One name of a directory snapshot. */
-struct wsdirent {
-	char *name;
-	struct stat st;
-};
-
-/* What fuse_file_info.fh points to for a workspace directory. */
+/* What fuse_file_info.fh points to for a workspace directory: the names
+ * of the listing when the pass started. Attributes are not kept: they are
+ * read at each chunk, since a file can be written between two chunks and
+ * the kernel takes READDIRPLUS attributes as current. */
 struct wsdirhandle {
 	struct fs_handle h; /* kind FS_HANDLE_WSDIR, first member */
-	struct stat self;
-	struct wsdirent *ents;
+	char **names;
 	size_t n;
 	bool taken; /* a snapshot was taken (it may be empty) */
 };
@@ -203,9 +199,9 @@ static struct wsdirhandle *dirhandle_of(const struct fuse_file_info *fi)
 static void dirhandle_clear(struct wsdirhandle *dh)
 {
 	for (size_t i = 0; i < dh->n; i++)
-		free(dh->ents[i].name);
-	free(dh->ents);
-	dh->ents = NULL;
+		free(dh->names[i]);
+	free(dh->names);
+	dh->names = NULL;
 	dh->n = 0;
 	dh->taken = false;
 }
@@ -233,49 +229,50 @@ void workspace_releasedir(struct fuse_file_info *fi)
 	fi->fh = 0;
 }
 
-/* Takes the snapshot of rel's listing into dh (c->lock held, may be
- * dropped by the listing fetch). */
-static int dirhandle_take(struct workspace *ws, const char *rel, struct wsdirhandle *dh)
+/* Takes the names of d into dh. */
+static int dirhandle_take(struct wsdirhandle *dh, const struct wsdir *d)
 {
 	dirhandle_clear(dh);
-	struct wsdir *d;
-	int rc = dir_load(ws, rel, &d);
-	if (rc < 0)
-		return rc;
-	struct wsattr self = {.is_dir = true};
-	if (!rel[0])
-		self.mtime = ws->born;
-	fill_stat(ws, rel, &self, &dh->self);
-	dh->ents = calloc(d->n ? d->n : 1, sizeof(*dh->ents));
-	if (!dh->ents)
+	dh->names = calloc(d->n ? d->n : 1, sizeof(*dh->names));
+	if (!dh->names)
 		return -ENOMEM;
 	for (size_t i = 0; i < d->n; i++) {
-		struct wsentry *e = &d->ents[i];
-		char *child = ws_join(rel, e->name);
-		char *name = strdup(e->name);
-		if (!child || !name) {
-			free(child);
-			free(name);
+		if (!(dh->names[i] = strdup(d->ents[i].name))) {
+			dirhandle_clear(dh);
 			return -ENOMEM;
 		}
-		struct wsattr a = {
-		    .is_dir = e->is_dir, .size = e->size, .mtime = e->seen};
-		struct wsfile *f = e->is_dir ? NULL : file_find(ws, child);
-		if (f && file_auth(f)) {
-			a.size = f->size;
-			a.mtime = f->mtime;
-		}
-		fill_stat(ws, child, &a, &dh->ents[dh->n].st);
-		dh->ents[dh->n++].name = name;
-		free(child);
+		dh->n++;
 	}
 	dh->taken = true;
 	return 0;
 }
 
+/* The attributes of rel/name as the listing d and the cache tell them now;
+ * false when the name is gone from d (c->lock held). */
+static bool entry_stat(struct workspace *ws, struct wsdir *d, const char *rel,
+		       const char *name, struct stat *st)
+{
+	struct wsentry *e = dir_find(d, name);
+	if (!e)
+		return false;
+	char *child = ws_join(rel, name);
+	if (!child)
+		return false;
+	struct wsattr a = {.is_dir = e->is_dir, .size = e->size, .mtime = e->seen};
+	struct wsfile *f = e->is_dir ? NULL : file_find(ws, child);
+	if (f && file_auth(f)) {
+		a.size = f->size;
+		a.mtime = f->mtime;
+	}
+	fill_stat(ws, child, &a, st);
+	free(child);
+	return true;
+}
+
 /* Offsets: 1 is ".", 2 is "..", 3 + i the i-th name of the snapshot. Real
  * offsets matter: libfuse sends READDIRPLUS entries filled at offset 0
- * with no node id, and the kernel then looks every name up again. */
+ * with no node id, and the kernel then looks every name up again. A name
+ * gone since the pass started is skipped; one that came is in the next. */
 int workspace_readdir(struct workspace *ws, const char *rel, void *buf,
 		      fuse_fill_dir_t filler, off_t off, struct fuse_file_info *fi,
 		      enum fuse_readdir_flags flags)
@@ -285,30 +282,39 @@ int workspace_readdir(struct workspace *ws, const char *rel, void *buf,
 		return rc;
 	struct wsdirhandle *dh = dirhandle_of(fi);
 	struct wsdirhandle local = {.h.kind = FS_HANDLE_WSDIR};
-	if (!dh) { /* no handle (cannot happen through opendir): one pass */
+	if (!dh) { /* no handle (tests call it so): the whole pass at once */
 		dh = &local;
 		off = 0;
 	}
 	struct wscache *c = ws->c;
-	if (off == 0 || !dh->taken) {
-		pthread_mutex_lock(&c->lock);
-		rc = dirhandle_take(ws, rel, dh);
+	pthread_mutex_lock(&c->lock);
+	struct wsdir *d;
+	rc = dir_load(ws, rel, &d);
+	if (rc == 0 && (off == 0 || !dh->taken))
+		rc = dirhandle_take(dh, d);
+	if (rc < 0) {
 		pthread_mutex_unlock(&c->lock);
-		if (rc < 0) {
-			dirhandle_clear(dh);
-			return rc;
-		}
+		return rc;
 	}
 	enum fuse_fill_dir_flags ff =
 	    (flags & FUSE_READDIR_PLUS) ? FUSE_FILL_DIR_PLUS : 0;
-	if (off < 1 && filler(buf, ".", &dh->self, 1, 0))
-		goto out;
+	struct stat st;
+	if (off < 1) {
+		struct wsattr self = {.is_dir = true, .mtime = rel[0] ? (struct timespec){0} : ws->born};
+		fill_stat(ws, rel, &self, &st);
+		if (filler(buf, ".", &st, 1, 0))
+			goto out;
+	}
 	if (off < 2 && filler(buf, "..", NULL, 2, 0))
 		goto out;
-	for (size_t i = off > 2 ? (size_t)off - 2 : 0; i < dh->n; i++)
-		if (filler(buf, dh->ents[i].name, &dh->ents[i].st, (off_t)i + 3, ff))
+	for (size_t i = off > 2 ? (size_t)off - 2 : 0; i < dh->n; i++) {
+		if (!entry_stat(ws, d, rel, dh->names[i], &st))
+			continue;
+		if (filler(buf, dh->names[i], &st, (off_t)i + 3, ff))
 			break;
+	}
 out:
+	pthread_mutex_unlock(&c->lock);
 	if (dh == &local)
 		dirhandle_clear(dh);
 	return 0;
