@@ -1,0 +1,133 @@
+"""The kernel's name and attribute cache (-o attr_timeout) never shows
+what a command changed: names a command removed can be created again at
+once, sizes it changed are seen by the next stat, and `ls -l` of a large
+directory is served by READDIRPLUS (one listing, no lookup per name).
+
+The mounts here use attr_timeout=30, so that anything the kernel keeps
+would still be there when the test looks; results are checked on the
+server side through the contract.
+"""
+import errno
+import os
+
+import pytest
+
+from conftest import sandbox_url
+import mount
+import sbx
+
+sh = mount.sh
+
+
+def cached_mount(tmp_path, orch, debug):
+    m = mount.Mount(tmp_path, server=orch, opts=["attr_timeout=30"], debug=debug)
+    m.start()
+    try:
+        os.mkdir(m.path("nc"))
+        url = sandbox_url(orch, "nc")
+        m.secrets.append(url)
+        yield m, m.path("nc"), url
+    finally:
+        m.stop()
+    if not debug:  # -d prints every error answer
+        m.check_log()
+
+
+@pytest.fixture
+def cached(tmp_path, orch):
+    yield from cached_mount(tmp_path, orch, False)
+
+
+@pytest.fixture
+def cached_debug(tmp_path, orch):
+    yield from cached_mount(tmp_path, orch, True)
+
+
+def run(sandbox, command):
+    p = sh(f"echo {sh_quote(command)} > {sandbox}/ctl")
+    assert p.returncode == 0, p.stderr
+    assert (sandbox / "exit").read_text().strip() == "0"
+
+
+def sh_quote(s):
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+def sget(url, path):
+    r = sbx.get(url, path)
+    return r.body if r.status == 200 else None
+
+
+def test_names_a_command_removed_can_be_created_again(cached):
+    m, sb, url = cached
+    ws = sb / "workspace"
+    for name in ("a", "b", "c", "t"):
+        (ws / name).write_text("old\n")
+    os.mkdir(ws / "d")
+    (ws / "d" / "g").write_text("in d\n")
+    # the kernel now holds all these names (stat fills its cache)
+    for name in ("a", "b", "c", "t", "d", "d/g"):
+        os.stat(ws / name)
+    run(sb, "rm -r a b c t d")
+    assert not (ws / "a").exists()
+    with pytest.raises(FileNotFoundError):
+        open(ws / "b", "rb")
+    # ">" (O_CREAT|O_TRUNC), ">>" (O_CREAT|O_APPEND), touch and mkdir of
+    # the removed names all work at once
+    assert sh(f"echo new > {ws}/a && echo app >> {ws}/b && touch {ws}/t").returncode == 0
+    os.mkdir(ws / "d")
+    assert sget(url, "a") == b"new\n"
+    assert sget(url, "b") == b"app\n"
+    assert sget(url, "t") == b""
+    assert sbx.list_dir(url, "d").status == 200
+    # a name inside a directory a command removed: ENOENT, nothing made
+    run(sb, "rm -r d")
+    p = sh(f"echo x > {ws}/d/g")
+    assert p.returncode != 0 and "No such file or directory" in p.stderr
+    assert sbx.list_dir(url, "d").status == 404
+    # O_WRONLY without O_CREAT of a removed name stays ENOENT
+    (ws / "c").write_text("c\n")
+    os.stat(ws / "c")
+    run(sb, "rm c")
+    with pytest.raises(OSError) as e:
+        os.open(ws / "c", os.O_WRONLY)
+    assert e.value.errno == errno.ENOENT
+    assert sget(url, "c") is None
+
+
+def test_a_command_changes_are_seen_by_the_next_stat(cached):
+    m, sb, url = cached
+    ws = sb / "workspace"
+    (ws / "f").write_text("abc")
+    for k in range(5):
+        assert os.stat(ws / "f").st_size in (3, 10 + k - 1)
+        run(sb, f"printf 123456789{k}{'x' * k} > f")
+        # right after the write returns: size and content are the command's
+        assert os.stat(ws / "f").st_size == 10 + k
+        assert (ws / "f").read_bytes() == f"123456789{k}{'x' * k}".encode()
+    run(sb, "mkdir -p sub && printf hi > sub/n && rm f")
+    assert sorted(os.listdir(ws)) == ["sub"]
+    assert (ws / "sub" / "n").read_bytes() == b"hi"
+
+
+def test_ls_l_of_a_large_directory_is_one_listing_and_no_lookups(cached_debug):
+    m, sb, url = cached_debug
+    n = 2000
+    run(sb, f"mkdir big && cd big && seq -f 'n%05g' {n} | xargs touch && printf 12345 > n00007")
+    assert (sb / "workspace" / "big").is_dir()  # the workspace's own listing
+    lists0 = sbx.stats(url)["lists"]
+    before = m.output().count("LOOKUP")
+    p = sh(f"ls -l {sb}/workspace/big")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert len(lines) == n + 1  # "total" and one line per name
+    assert any(" 5 " in line and line.endswith("n00007") for line in lines)
+    lookups = m.output().count("LOOKUP") - before
+    # READDIRPLUS gave the kernel every name with its attributes: ls -l
+    # costs no lookup per name (it was one to twelve per name before)
+    assert lookups < n // 20, lookups
+    assert sbx.stats(url)["lists"] - lists0 == 1
+    # a second ls -l is served by the kernel's cache and the listing cache
+    p = sh(f"ls -l {sb}/workspace/big | wc -l")
+    assert p.stdout.strip() == str(n + 1)
+    assert m.output().count("LOOKUP") - before < n // 20
