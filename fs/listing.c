@@ -257,6 +257,8 @@ static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **
 					if (d->ents[i].size == old[j].size &&
 					    d->ents[i].is_dir == old[j].is_dir)
 						d->ents[i].seen = old[j].seen;
+					/* the kernel may still hold it */
+					d->ents[i].shown_ms = old[j].shown_ms;
 					i++;
 					j++;
 				} else if (r < 0) {

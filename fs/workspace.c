@@ -574,8 +574,24 @@ void workspace_invalidate(struct workspace *ws)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* Tells the kernel to drop what it holds of every path this mount
- * showed; called with c->lock held, returns with it released. */
+/* Whether the kernel may still hold attributes given at *shown_ms: it
+ * keeps them attr_timeout from when it got the answer, which is a little
+ * after *shown_ms (hence the margin). Clears the mark: the pass that asks
+ * drops them. c->lock held. */
+static bool kernel_may_hold(struct wscache *c, uint64_t *shown_ms)
+{
+	const uint64_t margin_ms = 1000;
+	uint64_t at = *shown_ms;
+	if (!at)
+		return false;
+	*shown_ms = 0;
+	return ws_now_ms() - at <= (uint64_t)c->cfg.attr_timeout_ms + margin_ms;
+}
+
+/* Tells the kernel to drop what it holds of every path this mount showed
+ * within attr_timeout (older answers have expired there already), and of
+ * open files (their pages); called with c->lock held, returns with it
+ * released. */
 static void workspace_invalidate_pass(struct workspace *ws)
 {
 	struct wscache *c = ws->c;
@@ -601,7 +617,7 @@ static void workspace_invalidate_pass(struct workspace *ws)
 			n++;                                                             \
 	} while (0)
 	for (struct wsfile *f = ws->all; f; f = f->ws_next)
-		if (f->path && !f->dirty)
+		if (f->path && !f->dirty && (f->opens > 0 || kernel_may_hold(c, &f->shown_ms)))
 			ADD_PATH(strdup(f->path));
 	for (size_t i = 0; i < ws->dirs.nb && !full; i++)
 		for (struct hlink *l = ws->dirs.b[i]; l && !full; l = l->next) {
@@ -609,7 +625,8 @@ static void workspace_invalidate_pass(struct workspace *ws)
 			if (!d->loaded || d->err)
 				continue;
 			for (size_t k = 0; k < d->n && !full; k++)
-				ADD_PATH(ws_join(d->path, d->ents[k].name));
+				if (kernel_may_hold(c, &d->ents[k].shown_ms))
+					ADD_PATH(ws_join(d->path, d->ents[k].name));
 		}
 #undef ADD_PATH
 	pthread_mutex_unlock(&c->lock);

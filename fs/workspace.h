@@ -48,6 +48,10 @@ struct wscache_config {
 	void *exec_ctx;
 	/* The FUSE session, for kernel cache invalidation (may be NULL). */
 	struct fuse *fuse;
+	/* How long the kernel keeps the names and attributes it is given
+	 * (the mount's attr_timeout): what was shown longer ago than this
+	 * needs no invalidation after a command. */
+	long attr_timeout_ms;
 };
 
 struct wscache;

@@ -58,6 +58,8 @@ struct wsentry {
 	uint64_t size;
 	bool is_dir;
 	struct timespec seen; /* when this name with this size was first seen */
+	uint64_t shown_ms;    /* last given to the kernel (0: not since the last
+				 invalidation), see workspace_invalidate_pass */
 };
 
 struct wsdir {
@@ -116,6 +118,7 @@ struct wsfile {
 	uint64_t next_try_ms;
 	int last_err;
 	struct timespec mtime;
+	uint64_t shown_ms; /* attributes last given to the kernel, as wsentry */
 };
 
 /* What fuse_file_info.fh points to for a workspace file. */

@@ -73,6 +73,7 @@ static int lookup(struct workspace *ws, const char *rel, struct wsattr *a)
 	a->is_dir = e->is_dir;
 	a->size = e->size;
 	a->mtime = e->seen;
+	e->shown_ms = ws_now_ms(); /* most lookups answer the kernel */
 	if (f && e->is_dir)
 		file_drop_clean(f);
 	else if (f && f->present && f->size != e->size)
@@ -82,6 +83,7 @@ live:
 	a->is_dir = false;
 	a->size = f->size;
 	a->mtime = f->mtime;
+	f->shown_ms = ws_now_ms();
 	return 0;
 }
 
@@ -143,6 +145,7 @@ static void fill_stat(struct workspace *ws, const char *rel, const struct wsattr
 static void fill_file_stat(struct wsfile *f, struct stat *st)
 {
 	struct workspace *ws = f->ws;
+	f->shown_ms = ws_now_ms();
 	struct wsattr a = {.is_dir = false, .size = f->size, .mtime = f->mtime};
 	if (f->path) {
 		fill_stat(ws, f->path, &a, st);
@@ -264,6 +267,7 @@ static bool entry_stat(struct workspace *ws, struct wsdir *d, const char *rel,
 		a.size = f->size;
 		a.mtime = f->mtime;
 	}
+	e->shown_ms = ws_now_ms(); /* READDIRPLUS gives the kernel st */
 	fill_stat(ws, child, &a, st);
 	free(child);
 	return true;
@@ -480,6 +484,7 @@ int workspace_create(struct workspace *ws, const char *rel, mode_t mode,
 	}
 	f->present = true;
 	f->remote_exists = false;
+	f->shown_ms = ws_now_ms(); /* the create reply carries its attributes */
 	cache_set_dirty(f, true); /* even empty, it is uploaded at close */
 	f->wgen++;
 	f->opens++;
