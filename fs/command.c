@@ -145,7 +145,7 @@ static int fs_output_store(struct fs_mount *m, const char *id, uint64_t seq,
 	}
 	close(fd);
 	o->file = fs_strdup0(rel);
-	return 0;
+	return o->file ? 0 : -ENOMEM;
 }
 
 int fs_output_load(struct fs_mount *m, const struct journal_output *o, char **buf,
@@ -537,7 +537,7 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	if (seq_out)
 		*seq_out = seq;
 
-	int rc = fs_sandbox_adopt(m, sb);
+	int rc = url ? fs_sandbox_adopt(m, sb) : -ENOMEM;
 	struct journal_record r = {.kind = JOURNAL_EXEC_INTENT};
 	r.sandbox = sb->id;
 	r.seq = seq;
@@ -547,7 +547,8 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 		rc = journal_append(m->journal, &r, true);
 	if (rc < 0) {
 		char why[256];
-		snprintf(why, sizeof(why), "not run: journal: %s", strerror(-rc));
+		snprintf(why, sizeof(why), "not run: %s%s", url ? "journal: " : "",
+			 strerror(-rc));
 		fs_log("sandbox %s: %s", sb->id, why);
 		fs_run_abort(m, sb, seq, why, EIO);
 		free(cmd);

@@ -128,10 +128,9 @@ int fs_orch_refresh(struct fs_mount *m, bool force)
 		}
 		sb->listed_ms = start;
 		sb->state = fs_state_of(s->state);
-		if (s->url && (!sb->url || strcmp(sb->url, s->url) != 0)) {
-			fs_set_str(&sb->url, s->url);
-			sb->journaled = false;
-		}
+		if (s->url && (!sb->url || strcmp(sb->url, s->url) != 0) &&
+		    fs_set_str(&sb->url, s->url) == 0)
+			sb->journaled = false; /* else the next refresh retries */
 		if (!sb->pool)
 			fs_set_str(&sb->pool, s->pool);
 		if (!sb->image)
@@ -208,8 +207,11 @@ static int fs_create_settle(struct fs_mount *m, struct fs_sandbox *sb,
 	}
 	int rc = fs_journal(m, &r);
 	pthread_mutex_lock(&m->lock);
-	if (res == 0) {
-		fs_set_str(&sb->url, s->url);
+	if (res == 0 && fs_set_str(&sb->url, s->url) < 0) {
+		/* journaled with its URL: the next mount shows it ready */
+		sb->state = FS_SB_UNREACHABLE;
+		(void)fs_set_str(&sb->last_error, "out of memory");
+	} else if (res == 0) {
 		sb->journaled = rc == 0;
 		sb->state = FS_SB_READY;
 	} else {
@@ -519,7 +521,7 @@ int fs_sandbox_attach(struct fs_mount *m, const char *id, const char *url)
 		return -EIO;
 	pthread_mutex_lock(&m->lock);
 	sb = fs_sandbox_add(m, id);
-	if (!sb) {
+	if (!sb || fs_set_str(&sb->url, url) < 0) {
 		/* journaled: the next mount shows it attached */
 		pthread_mutex_unlock(&m->lock);
 		return -ENOMEM;
@@ -532,8 +534,7 @@ int fs_sandbox_attach(struct fs_mount *m, const char *id, const char *url)
 	sb->state = FS_SB_READY;
 	if (!sb->created_ms)
 		sb->created_ms = fs_now_ms();
-	fs_set_str(&sb->url, url);
-	fs_set_str(&sb->last_error, NULL);
+	(void)fs_set_str(&sb->last_error, NULL);
 	pthread_mutex_unlock(&m->lock);
 	atomic_fetch_add(&m->n.attaches, 1);
 	return 0;

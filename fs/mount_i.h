@@ -135,7 +135,10 @@ struct fs_mount {
 extern struct fs_mount *fs_mount_global;
 
 uint64_t fs_now_ms(void);
-char *fs_strdup0(const char *s); /* strdup of NULL is NULL; aborts on OOM */
+/* strdup that takes NULL (and gives NULL); NULL also when out of memory,
+ * so a caller that needs the copy checks `s && !copy`. Never aborts: the
+ * model is changed from inside FUSE operations. */
+char *fs_strdup0(const char *s);
 /* Logs a line on stderr with a "sandboxfs: " prefix. */
 void fs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -144,8 +147,9 @@ struct fs_sandbox *fs_sandbox_find(struct fs_mount *m, const char *id);
 /* The sandbox with that id, created when new; NULL when out of memory
  * (callers in FUSE operations answer ENOMEM, never abort). */
 struct fs_sandbox *fs_sandbox_add(struct fs_mount *m, const char *id);
-/* Sets a string field: frees the old value, copies the new one. */
-void fs_set_str(char **field, const char *value);
+/* Sets a string field: frees the old value, copies the new one. Out of
+ * memory: -ENOMEM and the field keeps its old value. */
+int fs_set_str(char **field, const char *value);
 void fs_run_clear(struct fs_run *r);
 /* Appends a run, dropping (and unlinking outputs of) the oldest beyond
  * max_runs. Returns the new run, or NULL when out of memory. */

@@ -24,10 +24,7 @@ char *fs_strdup0(const char *s)
 {
 	if (!s)
 		return NULL;
-	char *d = strdup(s);
-	if (!d)
-		abort();
-	return d;
+	return strdup(s);
 }
 
 void fs_log(const char *fmt, ...)
@@ -78,11 +75,14 @@ const char *fs_run_status_name(enum fs_run_status s)
 	return "unknown";
 }
 
-void fs_set_str(char **field, const char *value)
+int fs_set_str(char **field, const char *value)
 {
 	char *v = fs_strdup0(value);
+	if (value && !v)
+		return -ENOMEM;
 	free(*field);
 	*field = v;
+	return 0;
 }
 
 struct fs_sandbox *fs_sandbox_find(struct fs_mount *m, const char *id)
@@ -184,19 +184,22 @@ long fs_sandbox_timeout(struct fs_mount *m, const struct fs_sandbox *sb)
 	return m->opt.timeout;
 }
 
-static void fs_output_copy(struct journal_output *dst, const struct journal_output *src)
+static int fs_output_copy(struct journal_output *dst, const struct journal_output *src)
 {
 	memset(dst, 0, sizeof(*dst));
 	dst->len = src->len;
 	dst->crc32 = src->crc32;
 	dst->file = fs_strdup0(src->file);
+	if (src->file && !dst->file)
+		return -ENOMEM;
 	if (src->data) {
 		dst->data = malloc(src->len + 1);
 		if (!dst->data)
-			abort();
+			return -ENOMEM;
 		memcpy(dst->data, src->data, src->len);
 		dst->data[src->len] = '\0';
 	}
+	return 0;
 }
 
 /* The exit code 124 is a timeout when the command ran for its limit. */
@@ -206,7 +209,8 @@ bool fs_run_is_timeout(int exit_code, long timeout_s, long duration_ms)
 	return exit_code == 124 && timeout_s > 0 && duration_ms + 500 >= timeout_s * 1000;
 }
 
-static void fs_run_from_journal(struct fs_run *r, const struct journal_run *j)
+/* 0, or -ENOMEM with r partly filled (fs_run_clear frees it). */
+static int fs_run_from_journal(struct fs_run *r, const struct journal_run *j)
 {
 	r->seq = j->seq;
 	r->command = fs_strdup0(j->command);
@@ -217,8 +221,9 @@ static void fs_run_from_journal(struct fs_run *r, const struct journal_run *j)
 	r->started_ms = j->started_ms;
 	r->ended_ms = j->ended_ms;
 	r->error = fs_strdup0(j->error);
-	fs_output_copy(&r->out, &j->out);
-	fs_output_copy(&r->err, &j->err);
+	if ((j->command && !r->command) || (j->error && !r->error) ||
+	    fs_output_copy(&r->out, &j->out) < 0 || fs_output_copy(&r->err, &j->err) < 0)
+		return -ENOMEM;
 	switch (j->status) {
 	case JOURNAL_RUN_DONE:
 		r->status = fs_run_is_timeout(j->exit_code, r->timeout_s, j->duration_ms)
@@ -234,11 +239,13 @@ static void fs_run_from_journal(struct fs_run *r, const struct journal_run *j)
 	default:
 		r->status = FS_RUN_UNKNOWN;
 		r->result_errno = EIO;
-		if (!r->error)
-			r->error = fs_strdup0("outcome unknown: the mount stopped "
-					      "while the command ran");
+		if (!r->error &&
+		    !(r->error = fs_strdup0("outcome unknown: the mount stopped "
+					    "while the command ran")))
+			return -ENOMEM;
 		break;
 	}
+	return 0;
 }
 
 int fs_model_load(struct fs_mount *m, const struct journal_state *st)
@@ -253,10 +260,10 @@ int fs_model_load(struct fs_mount *m, const struct journal_state *st)
 		sb->in_journal_state = true;
 		sb->owned = j->owned;
 		sb->attached = !j->owned;
-		fs_set_str(&sb->url, j->url);
+		if (fs_set_str(&sb->url, j->url) < 0 || fs_set_str(&sb->pool, j->pool) < 0 ||
+		    fs_set_str(&sb->image, j->image) < 0)
+			return -ENOMEM;
 		sb->journaled = j->url != NULL;
-		fs_set_str(&sb->pool, j->pool);
-		fs_set_str(&sb->image, j->image);
 		sb->created_ms = j->created_ms;
 		sb->timeout_s = j->timeout_s;
 		sb->last_seq = j->last_seq;
@@ -293,7 +300,8 @@ int fs_model_load(struct fs_mount *m, const struct journal_state *st)
 			struct fs_run *r = fs_sandbox_push_run(m, sb);
 			if (!r)
 				return -ENOMEM;
-			fs_run_from_journal(r, &j->runs[k]);
+			if (fs_run_from_journal(r, &j->runs[k]) < 0)
+				return -ENOMEM; /* the mount fails to start */
 		}
 	}
 	return 0;
@@ -307,6 +315,8 @@ int fs_sandbox_adopt(struct fs_mount *m, struct fs_sandbox *sb)
 	pthread_mutex_unlock(&m->lock);
 	if (!need)
 		return 0;
+	if (!url)
+		return -ENOMEM;
 	/* A sandbox known only from the orchestrator's listing: the journal
 	 * holds its id and URL before the URL is first used (DESIGN.md §5). */
 	struct journal_record r = {.kind = JOURNAL_CREATE_RECONCILED};
