@@ -467,7 +467,7 @@ int fs_render(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *
 			if (src->data) {
 				rc = fs_output_load(m, &o, buf, len);
 				output = false;
-			} else if (!(o.file = fs_strdup0(src->file))) {
+			} else if (!(o.file = fs_strdup0(src->file)) && src->file) {
 				rc = -ENOMEM;
 				output = false;
 			}
