@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "workspace_i.h"
 
@@ -76,6 +77,8 @@ struct wsfile *file_new(struct workspace *ws, const char *path, const char *adop
 		close(fd);
 	}
 	f->fd = -1;
+	/* A new cache file is empty: its running crc starts here. */
+	f->crc_ok = !adopt;
 	pthread_mutex_init(&f->mx, NULL);
 	f->ws = ws;
 	f->epoch = ws->epoch;
@@ -271,6 +274,7 @@ int cache_fetch(struct wsfile *f)
 	uint64_t got = 0;
 	struct backend_error err;
 	enum backend_status st;
+	f->crc_ok = false; /* the download rewrites it */
 	if (ftruncate(f->fd, 0) < 0 || lseek(f->fd, 0, SEEK_SET) < 0)
 		st = BACKEND_LOCAL;
 	else
@@ -322,8 +326,18 @@ int cache_truncate(struct wsfile *f, uint64_t size)
 	pthread_mutex_unlock(&c->lock);
 	if (rc < 0)
 		return rc;
-	if (ftruncate(f->fd, (off_t)size) < 0)
+	if (ftruncate(f->fd, (off_t)size) < 0) {
+		f->crc_ok = false;
 		return -errno;
+	}
+	if (size == 0) {
+		/* Empty again (O_TRUNC): a running crc starts over. */
+		f->crc_ok = true;
+		f->crc = 0;
+		f->crc_len = 0;
+	} else if (size != f->crc_len) {
+		f->crc_ok = false;
+	}
 	pthread_mutex_lock(&c->lock);
 	f->present = true;
 	if (!f->dirty)
@@ -333,4 +347,14 @@ int cache_truncate(struct wsfile *f, uint64_t size)
 	clock_gettime(CLOCK_REALTIME, &f->mtime);
 	pthread_mutex_unlock(&c->lock);
 	return 0;
+}
+
+void cache_crc_write(struct wsfile *f, const void *buf, size_t n, uint64_t off)
+{
+	if (!f->crc_ok || off != f->crc_len) {
+		f->crc_ok = false; /* out of order: the upload reads the file */
+		return;
+	}
+	f->crc = (uint32_t)crc32_z(f->crc, buf, n);
+	f->crc_len += n;
 }

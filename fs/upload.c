@@ -1,12 +1,38 @@
 /*
  * upload.c — write-back of dirty cache files (DESIGN.md §5).
  *
- * Before the PUT, the cache file is fsync'ed and an UPLOAD_INTENT (path,
- * cache file, size, crc32) is appended durably; after the answer,
- * UPLOAD_DONE. A failed upload stays pending: the cache file is pinned and
- * a background thread retries it with exponential backoff and jitter,
- * capped; pending intents survive a crash and are re-queued at mount by
- * wscache_restore.
+ * Each PUT has an UPLOAD_INTENT (path, cache file, size, crc32) in the
+ * journal before it is sent, and UPLOAD_DONE after a success. A failed
+ * upload stays pending: the cache file is pinned and a background thread
+ * retries it with exponential backoff and jitter, capped; pending intents
+ * survive a crash and are re-queued at mount by wscache_restore, which
+ * uploads a cache file only if it still has the intent's size and crc32.
+ *
+ * When the upload is made durable depends on who waits for it:
+ *  - An upload done synchronously inside close, fsync or truncate(2),
+ *    whose PUT succeeds before the call returns: the application is told
+ *    its data is saved only once the server has it, so nothing local
+ *    needs to survive a power cut. The intent is appended before the PUT
+ *    without fdatasync (a crash of the daemon alone keeps it: the page
+ *    cache holds it), the cache file and its directory are not fsync'ed,
+ *    and UPLOAD_DONE follows without sync. No device flush at all.
+ *  - If that PUT fails (any error: the call returns EIO or another errno
+ *    and the data stays pending for the retries), then before the call
+ *    returns the cache file and its directory are fsync'ed and the
+ *    journal is synced, so the pending intent and the file it names
+ *    survive a power cut (DESIGN.md §5: a pending upload is retried from
+ *    a cache file made durable before its intent).
+ *  - Any other upload (at release, after close returned; the retries;
+ *    the flushes before a command, at detach and at unmount; rename) may
+ *    carry data the application was already told is saved: the cache file
+ *    and its directory are fsync'ed and the intent appended durably
+ *    before the PUT, as before.
+ * A power cut during a PUT of the first kind can leave an intent whose
+ * cache file is torn or missing: restore checks size and crc32 and never
+ * uploads such a file (it is kept aside and reported in health).
+ *
+ * The crc32 comes from the running sum of in-order writes (cache.c) when
+ * it covers the whole file, else from one pass over the file (crc_of).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +47,7 @@
 #define RETRY_BASE_MS 200
 #define RETRY_CAP_MS  30000
 
+/* crc32 of the first size bytes of fd, read from the file. */
 static int crc_of(int fd, uint64_t size, uint32_t *out)
 {
 	size_t bufsz = 1 << 20;
@@ -46,13 +73,13 @@ static int crc_of(int fd, uint64_t size, uint32_t *out)
 	return 0;
 }
 
-void upload_supersede(struct wscache *c, const char *sandbox, uint64_t id)
+void upload_supersede(struct wscache *c, const char *sandbox, uint64_t id, bool durable)
 {
 	if (!c->cfg.journal || !id)
 		return;
 	struct journal_record r = {
 	    .kind = JOURNAL_UPLOAD_DONE, .sandbox = (char *)sandbox, .upload_id = id};
-	if (journal_append(c->cfg.journal, &r, true) < 0)
+	if (journal_append(c->cfg.journal, &r, durable) < 0)
 		fprintf(stderr,
 			"sandboxfs: workspace %s: cannot journal a superseded upload\n",
 			sandbox);
@@ -81,11 +108,54 @@ static bool status_permanent(enum backend_status st)
 	       st == BACKEND_BAD_REQUEST || st == BACKEND_DENIED;
 }
 
-/* Makes the cache file durable and journals an UPLOAD_INTENT for its
- * content (generation gen), superseding old_id. *id gets the intent's id.
- * f->mx held. */
+/* fsyncs f's cache file and, once, the directory entry of its name. */
+static int cache_file_sync(struct wsfile *f, int fd)
+{
+	struct workspace *ws = f->ws;
+	struct wscache *c = ws->c;
+	int syncs = 1, rc = 0;
+	if (fsync(fd) < 0) {
+		rc = -errno;
+		ws_log(ws, "cannot make a cache file durable: %s", strerror(-rc));
+		rc = -EIO;
+	}
+	if (rc == 0 && !f->dir_synced) {
+		/* The cache file's name must survive a crash too. */
+		int dfd = open(c->files_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd >= 0) {
+			syncs++;
+			if (fsync(dfd) == 0)
+				f->dir_synced = true;
+			close(dfd);
+		}
+	}
+	pthread_mutex_lock(&c->lock);
+	c->n.syncs += (uint64_t)syncs;
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+/* The crc32 of f's first size bytes: the running sum when it covers them
+ * (f->mx held, so no write is changing it), else a pass over the file. */
+static int content_crc(struct wsfile *f, int fd, uint64_t size, uint32_t *crc)
+{
+	if (f->crc_ok && f->crc_len == size) {
+		*crc = f->crc;
+		return 0;
+	}
+	struct wscache *c = f->ws->c;
+	pthread_mutex_lock(&c->lock);
+	c->n.checksum_passes++;
+	pthread_mutex_unlock(&c->lock);
+	return crc_of(fd, size, crc);
+}
+
+/* Journals an UPLOAD_INTENT for f's content (generation gen), superseding
+ * old_id; with durable, the cache file is made durable first and the
+ * records are synced. *idp gets the intent's id. f->mx held. */
 static int intent_write(struct wsfile *f, const char *sandbox, const char *path,
-			uint64_t size, uint64_t gen, uint64_t old_id, int fd, uint64_t *idp)
+			uint64_t size, uint64_t gen, uint64_t old_id, int fd,
+			bool durable, uint64_t *idp)
 {
 	struct workspace *ws = f->ws;
 	struct wscache *c = ws->c;
@@ -93,21 +163,9 @@ static int intent_write(struct wsfile *f, const char *sandbox, const char *path,
 	uint64_t id;
 	int rc;
 	uint32_t crc = 0;
-	if (fsync(fd) < 0) {
-		rc = -errno;
-		ws_log(ws, "cannot make a cache file durable: %s", strerror(-rc));
-		return -EIO;
-	}
-	if (!f->dir_synced) {
-		/* The cache file's name must survive a crash too. */
-		int dfd = open(c->files_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dfd >= 0) {
-			if (fsync(dfd) == 0)
-				f->dir_synced = true;
-			close(dfd);
-		}
-	}
-	rc = crc_of(fd, size, &crc);
+	if (durable && (rc = cache_file_sync(f, fd)) < 0)
+		return rc;
+	rc = content_crc(f, fd, size, &crc);
 	if (rc < 0) {
 		ws_log(ws, "cannot read a cache file: %s", strerror(-rc));
 		return -EIO;
@@ -121,7 +179,7 @@ static int intent_write(struct wsfile *f, const char *sandbox, const char *path,
 					   .cache_file = f->cache_path,
 					   .size = size,
 					   .checksum = crc};
-		rc = journal_append(j, &r, true);
+		rc = journal_append(j, &r, durable);
 		if (rc < 0) {
 			ws_log(ws, "cannot journal an upload intent: %s", strerror(-rc));
 			return -EIO;
@@ -131,14 +189,35 @@ static int intent_write(struct wsfile *f, const char *sandbox, const char *path,
 		id = ++c->name_seq;
 		pthread_mutex_unlock(&c->lock);
 	}
+	/* Not durable: if the supersede is lost, the old intent's cache file
+	 * (this one, rewritten) no longer matches it and restore skips it. */
 	if (old_id)
-		upload_supersede(c, sandbox, old_id);
+		upload_supersede(c, sandbox, old_id, durable);
 	pthread_mutex_lock(&c->lock);
 	f->upload_id = id;
 	f->intent_gen = gen;
+	f->intent_synced = durable;
 	pthread_mutex_unlock(&c->lock);
 	*idp = id;
 	return 0;
+}
+
+/* Makes the intent already journaled for f's content durable: its cache
+ * file, then the journal (which holds the intent). f->mx held. */
+static int intent_sync(struct wsfile *f, int fd)
+{
+	struct wscache *c = f->ws->c;
+	int rc = cache_file_sync(f, fd);
+	if (rc == 0 && c->cfg.journal && (rc = journal_sync(c->cfg.journal)) < 0) {
+		ws_log(f->ws, "cannot make an upload intent durable: %s", strerror(-rc));
+		rc = -EIO;
+	}
+	if (rc == 0) {
+		pthread_mutex_lock(&c->lock);
+		f->intent_synced = true;
+		pthread_mutex_unlock(&c->lock);
+	}
+	return rc;
 }
 
 int upload_intent_locked(struct wsfile *f)
@@ -146,28 +225,34 @@ int upload_intent_locked(struct wsfile *f)
 	struct workspace *ws = f->ws;
 	struct wscache *c = ws->c;
 	pthread_mutex_lock(&c->lock);
-	if (!f->dirty || f->unlinked || !f->path || ws->gone ||
-	    (f->upload_id && f->intent_gen == f->wgen)) {
+	if (!f->dirty || f->unlinked || !f->path || ws->gone) {
 		pthread_mutex_unlock(&c->lock);
 		return 0;
+	}
+	int fd = f->fd;
+	if (f->upload_id && f->intent_gen == f->wgen) {
+		bool synced = f->intent_synced;
+		pthread_mutex_unlock(&c->lock);
+		return synced ? 0 : intent_sync(f, fd);
 	}
 	char *path = strdup(f->path);
 	char *sandbox = strdup(ws->id);
 	uint64_t size = f->size, gen = f->wgen, old_id = f->upload_id, id;
-	int fd = f->fd;
 	pthread_mutex_unlock(&c->lock);
-	int rc = path && sandbox ? intent_write(f, sandbox, path, size, gen, old_id, fd, &id)
-				 : -ENOMEM;
+	int rc = path && sandbox
+		     ? intent_write(f, sandbox, path, size, gen, old_id, fd, true, &id)
+		     : -ENOMEM;
 	free(path);
 	free(sandbox);
 	return rc;
 }
 
-int upload_locked(struct wsfile *f)
+int upload_locked(struct wsfile *f, enum upload_caller who)
 {
 	struct workspace *ws = f->ws;
 	struct wscache *c = ws->c;
 	struct journal *j = c->cfg.journal;
+	bool durable_first = who == UPLOAD_DURABLE_FIRST;
 
 	pthread_mutex_lock(&c->lock);
 	if ((!f->dirty && !f->pending) || f->unlinked || !f->path) {
@@ -178,17 +263,14 @@ int upload_locked(struct wsfile *f)
 		pthread_mutex_unlock(&c->lock);
 		return -EIO;
 	}
-	if (!ws->url) {
-		upload_schedule(f, ENOTCONN);
-		pthread_mutex_unlock(&c->lock);
-		return -ENOTCONN;
-	}
 	char *path = strdup(f->path);
-	char *url = strdup(ws->url);
+	char *url = ws->url ? strdup(ws->url) : NULL;
+	bool no_url = !ws->url;
 	char *sandbox = strdup(ws->id);
 	uint64_t size = f->size;
 	uint64_t gen = f->wgen;
 	bool need_intent = !(f->upload_id && f->intent_gen == gen);
+	bool need_sync = !need_intent && durable_first && !f->intent_synced;
 	uint64_t old_id = need_intent ? f->upload_id : 0;
 	uint64_t id = f->upload_id;
 	int fd = f->fd;
@@ -196,14 +278,20 @@ int upload_locked(struct wsfile *f)
 
 	int rc = 0;
 	enum backend_status st = BACKEND_OK; /* the PUT's, once sent */
-	if (!path || !url || !sandbox) {
+	if (!path || (!url && !no_url) || !sandbox) {
 		rc = -ENOMEM;
 		goto fail;
 	}
-	if (need_intent) {
-		rc = intent_write(f, sandbox, path, size, gen, old_id, fd, &id);
-		if (rc < 0)
-			goto fail;
+	if (need_intent)
+		rc = intent_write(f, sandbox, path, size, gen, old_id, fd, durable_first,
+				  &id);
+	else if (need_sync)
+		rc = intent_sync(f, fd);
+	if (rc < 0)
+		goto fail;
+	if (no_url) {
+		rc = -ENOTCONN;
+		goto fail;
 	}
 
 	struct backend_error err = {0};
@@ -243,8 +331,13 @@ int upload_locked(struct wsfile *f)
 	ws_log(ws, "upload failed (%s), kept pending: %s", backend_status_name(st),
 	       err.message);
 fail:
+	/* The caller is about to hear of the failure, and the data stays
+	 * pending: make it survive a power cut before that (see the top). */
+	if (!durable_first)
+		upload_intent_locked(f);
 	pthread_mutex_lock(&c->lock);
-	c->n.upload_failures++;
+	if (!no_url)
+		c->n.upload_failures++;
 	if (st != BACKEND_OK)
 		f->permanent = status_permanent(st);
 	upload_schedule(f, -rc);
@@ -305,7 +398,7 @@ void *upload_thread(void *arg)
 		}
 		pthread_mutex_unlock(&c->lock);
 		if (pthread_mutex_trylock(&f->mx) == 0) {
-			upload_locked(f);
+			upload_locked(f, UPLOAD_DURABLE_FIRST);
 			pthread_mutex_unlock(&f->mx);
 			pthread_mutex_lock(&c->lock);
 		} else {

@@ -328,12 +328,14 @@ struct wscache *wscache_new(const struct wscache_config *cfg)
 		c->cache_dir = NULL;
 	c->files_dir = c->cache_dir ? ws_join(c->cache_dir, "files") : NULL;
 	c->rescue_dir = c->cache_dir ? ws_join(c->cache_dir, "rescue") : NULL;
+	c->incomplete_dir = c->cache_dir ? ws_join(c->cache_dir, "incomplete") : NULL;
 	c->cfg.cache_dir = c->cache_dir;
-	if (!c->files_dir || !c->rescue_dir || mkdir_p(c->cache_dir, 0700) < 0 ||
-	    mkdir_p(c->files_dir, 0700) < 0) {
+	if (!c->files_dir || !c->rescue_dir || !c->incomplete_dir ||
+	    mkdir_p(c->cache_dir, 0700) < 0 || mkdir_p(c->files_dir, 0700) < 0) {
 		free(c->cache_dir);
 		free(c->files_dir);
 		free(c->rescue_dir);
+		free(c->incomplete_dir);
 		free(c);
 		return NULL;
 	}
@@ -433,7 +435,7 @@ static int flush_all(struct wscache *c, struct workspace *only, uint64_t budget_
 			break;
 		pthread_mutex_unlock(&c->lock);
 		pthread_mutex_lock(&pick->mx);
-		int rc = upload_locked(pick);
+		int rc = upload_locked(pick, UPLOAD_DURABLE_FIRST);
 		pthread_mutex_unlock(&pick->mx);
 		pthread_mutex_lock(&c->lock);
 		if (rc < 0) {
@@ -479,6 +481,7 @@ void wscache_free(struct wscache *c)
 	free(c->cache_dir);
 	free(c->files_dir);
 	free(c->rescue_dir);
+	free(c->incomplete_dir);
 	free(c);
 }
 
@@ -762,11 +765,12 @@ int workspace_before_command(struct workspace *ws)
 	return result;
 }
 
-/* Keeps the cache file of path for the user under rescue/ID/path. */
-static int rescue_keep(struct wscache *c, const char *id, const char *path,
+/* Keeps the cache file of path for the user under BASE/ID/path (base:
+ * the rescue or the incomplete directory). */
+static int rescue_keep(const char *base, const char *id, const char *path,
 		       const char *cache_file, char **dir_out)
 {
-	char *dir = ws_join(c->rescue_dir, id);
+	char *dir = ws_join(base, id);
 	char *dest = dir ? ws_join(dir, path) : NULL;
 	if (!dest) {
 		free(dir);
@@ -838,8 +842,8 @@ void workspace_sandbox_gone(struct workspace *ws)
 	for (size_t i = 0; i < k; i++) {
 		if (items[i].cache && items[i].path) {
 			char *d = NULL;
-			if (rescue_keep(c, ws->id, items[i].path, items[i].cache, &d) ==
-				0 &&
+			if (rescue_keep(c->rescue_dir, ws->id, items[i].path,
+					items[i].cache, &d) == 0 &&
 			    !dir)
 				dir = d;
 			else
@@ -894,6 +898,7 @@ static int upload_cmp_desc(const void *a, const void *b)
 	return x->upload_id < y->upload_id ? 1 : x->upload_id > y->upload_id ? -1 : 0;
 }
 
+/* The cache file at path holds exactly size bytes whose crc32 is crc. */
 static bool file_matches(const char *path, uint64_t size, uint32_t crc)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -905,13 +910,37 @@ static bool file_matches(const char *path, uint64_t size, uint32_t crc)
 		unsigned char *buf = malloc(1 << 20);
 		uLong v = crc32(0L, Z_NULL, 0);
 		ssize_t r = 0;
-		while (buf && (r = read(fd, buf, 1 << 20)) > 0)
-			v = crc32(v, buf, (uInt)r);
+		while (buf &&
+		       ((r = read(fd, buf, 1 << 20)) > 0 || (r < 0 && errno == EINTR)))
+			if (r > 0)
+				v = crc32(v, buf, (uInt)r);
 		ok = buf && r == 0 && (uint32_t)v == crc;
 		free(buf);
 	}
 	close(fd);
 	return ok;
+}
+
+/* Abandons a restored intent for good (journaled durably): it is never
+ * retried. */
+static void restore_abandon(struct wscache *c, const char *sandbox, uint64_t id,
+			    const char *why)
+{
+	if (!c->cfg.journal)
+		return;
+	struct journal_record r = {.kind = JOURNAL_UPLOAD_ABANDONED,
+				   .sandbox = (char *)sandbox,
+				   .upload_id = id,
+				   .error = (char *)why};
+	journal_append(c->cfg.journal, &r, true);
+}
+
+static bool path_seen(char **seen, size_t n, const char *path)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(seen[i], path) == 0)
+			return true;
+	return false;
 }
 
 int wscache_restore(struct wscache *c, const struct journal_state *st)
@@ -924,8 +953,14 @@ int wscache_restore(struct wscache *c, const struct journal_state *st)
 		if (!sb->nuploads)
 			continue;
 		const struct journal_upload **ups = calloc(sb->nuploads, sizeof(*ups));
-		if (!ups)
+		/* Paths whose newest intent was handled: older ones lose. */
+		char **seen = calloc(sb->nuploads, sizeof(*seen));
+		size_t nseen = 0;
+		if (!ups || !seen) {
+			free(ups);
+			free(seen);
 			return -ENOMEM;
+		}
 		for (size_t i = 0; i < sb->nuploads; i++)
 			ups[i] = &sb->uploads[i];
 		qsort(ups, sb->nuploads, sizeof(*ups), upload_cmp_desc);
@@ -934,52 +969,78 @@ int wscache_restore(struct wscache *c, const struct journal_state *st)
 			if (u->abandoned || !u->path || !u->cache_file)
 				continue;
 			struct stat sb_st;
-			if (stat(u->cache_file, &sb_st) < 0) {
-				fprintf(stderr,
-					"sandboxfs: workspace of %s: the cache file of a "
-					"pending "
-					"upload is missing; that upload is lost\n",
-					sb->id);
+			bool missing = stat(u->cache_file, &sb_st) < 0;
+			if (sb->state == JOURNAL_SB_GONE && !missing) {
+				/* Every version is kept for the user. */
+				char *dir = NULL;
+				rescue_keep(c->rescue_dir, sb->id, u->path, u->cache_file,
+					    &dir);
+				free(dir);
+				restore_abandon(
+				    c, sb->id, u->upload_id,
+				    "the sandbox is gone; data kept for rescue");
+				continue;
+			}
+			if (path_seen(seen, nseen, u->path)) {
+				/* A newer intent for the same path decides. */
+				upload_supersede(c, sb->id, u->upload_id, true);
+				pthread_mutex_lock(&c->lock);
+				struct workspace *ws = ws_find(c, sb->id);
+				struct wsfile *f = ws ? file_find(ws, u->path) : NULL;
+				bool keep =
+				    f && strcmp(f->cache_path, u->cache_file) == 0;
+				pthread_mutex_unlock(&c->lock);
+				if (!keep)
+					unlink(u->cache_file);
+				continue;
+			}
+			if ((seen[nseen] = strdup(u->path)))
+				nseen++;
+			if (missing) {
+				/* A power cut during an upload its caller waited for
+				 * (made durable only when it fails), or damage. */
+				fprintf(
+				    stderr,
+				    "sandboxfs: workspace of %s: the cache file of an "
+				    "unfinished upload is missing; it is not retried "
+				    "(the server's copy is left as it is)\n",
+				    sb->id);
 				pthread_mutex_lock(&c->lock);
 				c->lost_uploads++;
 				pthread_mutex_unlock(&c->lock);
-				if (c->cfg.journal) {
-					struct journal_record r = {
-					    .kind = JOURNAL_UPLOAD_ABANDONED,
-					    .sandbox = sb->id,
-					    .upload_id = u->upload_id,
-					    .error = "cache file missing at restore"};
-					journal_append(c->cfg.journal, &r, true);
-				}
+				restore_abandon(c, sb->id, u->upload_id,
+						"cache file missing at restore");
 				continue;
 			}
-			if (sb->state == JOURNAL_SB_GONE) {
+			/* Only the bytes the intent describes are ever uploaded: a
+			 * cache file torn by a power cut, or written after its
+			 * intent by a writer that never got its close, is kept
+			 * aside and the server's copy left as it is. */
+			if (!file_matches(u->cache_file, u->size, u->checksum)) {
 				char *dir = NULL;
-				rescue_keep(c, sb->id, u->path, u->cache_file, &dir);
+				int krc = rescue_keep(c->incomplete_dir, sb->id, u->path,
+						      u->cache_file, &dir);
+				fprintf(
+				    stderr,
+				    "sandboxfs: workspace of %s: an interrupted upload "
+				    "is not retried: its local copy was incomplete "
+				    "(not the size and checksum journaled); %s%s; the "
+				    "server's copy is left as it is\n",
+				    sb->id, krc == 0 ? "kept in " : "could not keep it",
+				    krc == 0 && dir ? dir : "");
 				free(dir);
-				if (c->cfg.journal) {
-					struct journal_record r = {
-					    .kind = JOURNAL_UPLOAD_ABANDONED,
-					    .sandbox = sb->id,
-					    .upload_id = u->upload_id,
-					    .error = "the sandbox is gone; data kept for "
-						     "rescue"};
-					journal_append(c->cfg.journal, &r, true);
-				}
+				pthread_mutex_lock(&c->lock);
+				c->n.incomplete++;
+				pthread_mutex_unlock(&c->lock);
+				restore_abandon(
+				    c, sb->id, u->upload_id,
+				    "local copy incomplete at restore; not uploaded");
 				continue;
 			}
 			pthread_mutex_lock(&c->lock);
 			struct workspace *ws = ws_get_locked(c, sb->id, sb->url);
-			struct wsfile *f = ws ? file_find(ws, u->path) : NULL;
-			if (f || !ws) {
-				/* A newer intent for the same path wins. */
-				pthread_mutex_unlock(&c->lock);
-				upload_supersede(c, sb->id, u->upload_id);
-				if (!f || strcmp(f->cache_path, u->cache_file) != 0)
-					unlink(u->cache_file);
-				continue;
-			}
-			f = file_new(ws, u->path, u->cache_file);
+			struct wsfile *f =
+			    ws ? file_new(ws, u->path, u->cache_file) : NULL;
 			if (!f) {
 				pthread_mutex_unlock(&c->lock);
 				continue;
@@ -992,19 +1053,18 @@ int wscache_restore(struct wscache *c, const struct journal_state *st)
 			cache_set_state(f, true, true);
 			f->upload_id = u->upload_id;
 			f->wgen = 1;
+			f->intent_gen = 1;
+			f->intent_synced = true;
 			f->next_try_ms = ws_now_ms();
 			f->mtime.tv_sec = sb_st.st_mtim.tv_sec;
 			f->mtime.tv_nsec = sb_st.st_mtim.tv_nsec;
-			pthread_mutex_unlock(&c->lock);
-			/* Written after its intent (crash before the next flush):
-			 * the newer content gets an intent of its own. */
-			bool same = file_matches(u->cache_file, u->size, u->checksum);
-			pthread_mutex_lock(&c->lock);
-			f->intent_gen = same ? 1 : 0;
 			pthread_cond_broadcast(&c->cond);
 			pthread_mutex_unlock(&c->lock);
 			restored++;
 		}
+		for (size_t i = 0; i < nseen; i++)
+			free(seen[i]);
+		free(seen);
 		free(ups);
 	}
 
@@ -1049,6 +1109,7 @@ int wscache_health(struct wscache *c, FILE *out)
 			}
 	uint64_t lost = c->lost_uploads;
 	pthread_mutex_unlock(&c->lock);
+	DIR *d;
 	if (pending) {
 		fprintf(out, "%zu uploads pending\n", pending);
 		problems++;
@@ -1060,10 +1121,28 @@ int wscache_health(struct wscache *c, FILE *out)
 		problems++;
 	}
 	if (lost) {
-		fprintf(out, "%" PRIu64 " pending uploads lost their cache file\n", lost);
+		fprintf(out,
+			"%" PRIu64 " unfinished uploads lost their cache file (not "
+			"retried; the server's copy is left as it is)\n",
+			lost);
 		problems++;
 	}
-	DIR *d = opendir(c->rescue_dir);
+	d = opendir(c->incomplete_dir);
+	if (d) {
+		struct dirent *de;
+		while ((de = readdir(d))) {
+			if (de->d_name[0] == '.')
+				continue;
+			fprintf(out,
+				"interrupted uploads of sandbox %s were not retried: "
+				"their local copy was incomplete (the server's copy is "
+				"left as it is); kept in %s/%s\n",
+				de->d_name, c->incomplete_dir, de->d_name);
+			problems++;
+		}
+		closedir(d);
+	}
+	d = opendir(c->rescue_dir);
 	if (d) {
 		struct dirent *de;
 		while ((de = readdir(d))) {
@@ -1092,6 +1171,9 @@ void wscache_stats(struct wscache *c, FILE *out)
 		}
 	uint64_t max = c->cfg.max_bytes;
 	pthread_mutex_unlock(&c->lock);
+	/* Device flushes: of cache files and their directory, and of the
+	 * journal (commands' intents included). */
+	uint64_t syncs = n.syncs + (c->cfg.journal ? journal_syncs(c->cfg.journal) : 0);
 	fprintf(out,
 		"cache_hits %" PRIu64 "\n"
 		"cache_misses %" PRIu64 "\n"
@@ -1109,8 +1191,12 @@ void wscache_stats(struct wscache *c, FILE *out)
 		"listings_fetched %" PRIu64 "\n"
 		"listing_cache_hits %" PRIu64 "\n"
 		"renames %" PRIu64 "\n"
-		"dir_renames %" PRIu64 "\n",
+		"dir_renames %" PRIu64 "\n"
+		"syncs %" PRIu64 "\n"
+		"checksum_passes %" PRIu64 "\n"
+		"uploads_incomplete %" PRIu64 "\n",
 		n.hits, n.misses, files, bytes, dirty, max, n.evictions, n.enospc,
 		n.fetched_bytes, n.uploads, n.upload_failures, n.uploaded_bytes, pending,
-		n.listings, n.listing_hits, n.renames, n.dir_renames);
+		n.listings, n.listing_hits, n.renames, n.dir_renames, syncs,
+		n.checksum_passes, n.incomplete);
 }

@@ -114,6 +114,13 @@ struct wsfile {
 	bool pending;	     /* a failed upload waits in the retry queue */
 	bool permanent;	     /* its last failure will not heal by retrying */
 	bool dir_synced;     /* the cache file's directory entry is durable */
+	bool intent_synced;  /* the pending intent and its cache file are durable */
+	/* crc32 of the cache file's first crc_len bytes, summed as writes
+	 * arrive in order; when crc_ok, crc_len == size. Any other change
+	 * clears crc_ok, and the upload reads the file again (crc_of). */
+	bool crc_ok;
+	uint32_t crc;
+	uint64_t crc_len;
 	int attempts;
 	uint64_t next_try_ms;
 	int last_err;
@@ -161,6 +168,9 @@ struct wscache_counters {
 	uint64_t listings, listing_hits, negative_hits;
 	uint64_t evictions, enospc;
 	uint64_t renames, dir_renames;
+	uint64_t syncs;		  /* fsyncs of cache files and their directory */
+	uint64_t checksum_passes; /* uploads that read their file for the crc */
+	uint64_t incomplete;	  /* intents whose cache file did not match */
 };
 
 struct wscache {
@@ -168,6 +178,9 @@ struct wscache {
 	char *cache_dir;
 	char *files_dir;  /* cache_dir/files: the cache files */
 	char *rescue_dir; /* cache_dir/rescue/ID/PATH: data of gone sandboxes */
+	/* cache_dir/incomplete/ID/PATH: cache files of interrupted uploads
+	 * that no longer matched their intent (never uploaded). */
+	char *incomplete_dir;
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* listing fetches done, retry queue changed */
 	pthread_t thread;
@@ -240,13 +253,25 @@ void cache_set_state(struct wsfile *f, bool dirty, bool pending);
 /* f->mx held, c->lock not held: */
 int cache_fetch(struct wsfile *f);
 int cache_truncate(struct wsfile *f, uint64_t size);
+/* Keeps the running crc after n bytes written at off, or drops it. */
+void cache_crc_write(struct wsfile *f, const void *buf, size_t n, uint64_t off);
 
 /* upload.c: f->mx held, c->lock not held */
-int upload_locked(struct wsfile *f);
-/* Journals the intent of f's dirty content without uploading it (the PUT
- * comes later), so a crash before the PUT cannot lose it. f->mx held. */
+/* Who waits for an upload; decides when it is made durable (upload.c). */
+enum upload_caller {
+	/* close/fsync/truncate(2), which return the PUT's outcome: durable
+	 * only if the PUT fails, before the call returns. */
+	UPLOAD_CALLER_WAITS,
+	/* anything else (release, retries, flushes before a command): the
+	 * data may already be acknowledged, so durable before the PUT. */
+	UPLOAD_DURABLE_FIRST,
+};
+int upload_locked(struct wsfile *f, enum upload_caller who);
+/* Journals, durably, the intent of f's dirty content without uploading it
+ * (the PUT comes later), so a crash before the PUT cannot lose it; makes a
+ * non-durable intent durable. f->mx held. */
 int upload_intent_locked(struct wsfile *f);
-void upload_supersede(struct wscache *c, const char *sandbox, uint64_t id);
+void upload_supersede(struct wscache *c, const char *sandbox, uint64_t id, bool durable);
 void upload_schedule(struct wsfile *f, int err); /* c->lock held */
 void *upload_thread(void *arg);
 

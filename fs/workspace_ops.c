@@ -346,7 +346,7 @@ static void upload_cancel(struct wsfile *f)
 	uint64_t id = f->upload_id;
 	f->upload_id = 0;
 	pthread_mutex_unlock(&c->lock);
-	upload_supersede(c, f->ws->id, id);
+	upload_supersede(c, f->ws->id, id, true);
 }
 
 /* DELETE of rel (a file or a whole tree): 0, or -errno. A name already
@@ -554,6 +554,8 @@ int workspace_write(struct fuse_file_info *fi, const char *buf, size_t size, off
 		}
 		done += (size_t)n;
 	}
+	if (done)
+		cache_crc_write(f, buf, done, (uint64_t)off);
 	pthread_mutex_lock(&c->lock);
 	if (done) {
 		if (!f->dirty)
@@ -575,10 +577,10 @@ int workspace_write(struct fuse_file_info *fi, const char *buf, size_t size, off
 	return done ? (int)done : rc;
 }
 
-static int upload_now(struct wsfile *f)
+static int upload_now(struct wsfile *f, enum upload_caller who)
 {
 	pthread_mutex_lock(&f->mx);
-	int rc = upload_locked(f);
+	int rc = upload_locked(f, who);
 	pthread_mutex_unlock(&f->mx);
 	return rc;
 }
@@ -596,7 +598,8 @@ int workspace_flush(struct fuse_file_info *fi)
 	 * close; its intent is journaled now, since this close
 	 * acknowledges it and release comes after. */
 	pthread_mutex_lock(&h->f->mx);
-	int rc = h->wrote ? upload_locked(h->f) : upload_intent_locked(h->f);
+	int rc = h->wrote ? upload_locked(h->f, UPLOAD_CALLER_WAITS)
+			  : upload_intent_locked(h->f);
 	pthread_mutex_unlock(&h->f->mx);
 	return rc;
 }
@@ -606,7 +609,7 @@ int workspace_fsync(struct fuse_file_info *fi, int datasync)
 	struct wshandle *h = handle_of(fi);
 	if (!h)
 		return -EBADF;
-	return upload_now(h->f);
+	return upload_now(h->f, UPLOAD_CALLER_WAITS);
 }
 
 int workspace_release(struct fuse_file_info *fi)
@@ -622,8 +625,8 @@ int workspace_release(struct fuse_file_info *fi)
 	 * handled: upload it now rather than wait for a retry. */
 	bool upload = f->opens == 0 && f->dirty && !f->pending && !f->unlinked;
 	pthread_mutex_unlock(&c->lock);
-	if (upload)
-		upload_now(f);
+	if (upload) /* close has returned: durable before the PUT */
+		upload_now(f, UPLOAD_DURABLE_FIRST);
 	unref(f);
 	h->h.kind = 0;
 	free(h);
@@ -667,7 +670,7 @@ int workspace_truncate(struct workspace *ws, const char *rel, off_t size,
 	pthread_mutex_unlock(&c->lock);
 	/* No close will follow a truncate(2) of a file nobody has open. */
 	if (rc == 0 && !open)
-		rc = upload_locked(f);
+		rc = upload_locked(f, UPLOAD_CALLER_WAITS);
 	pthread_mutex_unlock(&f->mx);
 	unref(f);
 	return rc;
@@ -909,7 +912,7 @@ static int rename_file(struct workspace *ws, const char *from, const char *to)
 	/* Dirty data is saved under the old name first, so a failure leaves
 	 * every name as it was. */
 	if (rc == 0)
-		rc = upload_locked(f);
+		rc = upload_locked(f, UPLOAD_DURABLE_FIRST);
 	pthread_mutex_lock(&c->lock);
 	uint64_t size = f->size;
 	char *url = ws->url ? strdup(ws->url) : NULL;
@@ -1032,7 +1035,7 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 		pthread_mutex_unlock(&c->lock);
 		if (!pick)
 			break;
-		rc = upload_now(pick);
+		rc = upload_now(pick, UPLOAD_DURABLE_FIRST);
 		unref(pick);
 		if (rc < 0) {
 			free(url);

@@ -31,7 +31,8 @@ struct journal {
 	struct journal_options opt;
 	uint64_t next_id;	   /* upload ids handed out, not yet recorded */
 	uint64_t compact_retry_at; /* after a failed compaction */
-	int broken; /* -errno: a failed write or sync left the file in doubt */
+	int broken;	/* -errno: a failed write or sync left the file in doubt */
+	uint64_t syncs; /* fdatasync/fsync calls since open (stats) */
 };
 
 void journal_options_defaults(struct journal_options *o)
@@ -195,6 +196,7 @@ static int sync_locked(struct journal *j)
 {
 	if (j->broken)
 		return j->broken;
+	j->syncs++;
 	if (fdatasync(j->fd)) {
 		/* After a failed sync nothing written can be trusted to be on
 		 * disk: refuse further appends rather than pretend. */
@@ -247,6 +249,7 @@ static int compact_locked(struct journal *j)
 	}
 	if (!rc) {
 		crash_point(3);
+		j->syncs++;
 		if (fsync(fd))
 			rc = -errno;
 	}
@@ -264,6 +267,7 @@ static int compact_locked(struct journal *j)
 	crash_point(5);
 	/* The rename is the commit point: from here the new file is the
 	 * journal, even if syncing the directory fails. */
+	j->syncs++;
 	rc = journal_fsync_dir(j->dir);
 	crash_point(6);
 	close(j->fd);
@@ -584,6 +588,14 @@ int journal_compact(struct journal *j)
 	int rc = j->broken ? j->broken : compact_locked(j);
 	pthread_mutex_unlock(&j->mu);
 	return rc;
+}
+
+uint64_t journal_syncs(struct journal *j)
+{
+	pthread_mutex_lock(&j->mu);
+	uint64_t n = j->syncs;
+	pthread_mutex_unlock(&j->mu);
+	return n;
 }
 
 uint64_t journal_size(struct journal *j)

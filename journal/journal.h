@@ -251,8 +251,12 @@ void journal_close(struct journal *j);
  * append fails with -EIO (what reached the disk is no longer known). */
 int journal_append(struct journal *j, const struct journal_record *r, bool durable);
 
-/* Makes every earlier append durable. */
+/* Makes every earlier append durable (an append made without durable is
+ * on disk once this returns 0). */
 int journal_sync(struct journal *j);
+
+/* Device flushes (fdatasync, fsync) the journal made since it was opened. */
+uint64_t journal_syncs(struct journal *j);
 
 /* A deep copy of the live state (caller clears it). */
 int journal_snapshot(struct journal *j, struct journal_state *out);

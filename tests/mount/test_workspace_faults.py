@@ -84,6 +84,77 @@ def test_delivered_after_kill9_and_remount(tmp_path, orch):
     m2.check_log(allow=ALLOW)
 
 
+def stats(m):
+    out = {}
+    for line in mount.read(m.path(".sandboxfs", "stats")).splitlines():
+        k, _, v = line.partition(" ")
+        out[k] = int(v) if v.isdigit() else v
+    return out
+
+
+def server_sha256(url, names):
+    r = sbx.execute(url, "sha256sum " + " ".join(names))
+    assert r.status == 200, r.status
+    return {n: h for h, n in (line.split() for line in r.json()["stdout"].splitlines())}
+
+
+def test_close_flushes_the_device_only_when_the_upload_fails(tmp_path, orch):
+    """An upload close waits for needs nothing local to survive a power
+    cut when its PUT succeeds: no fsync, no fdatasync. When it fails, the
+    pending upload is made durable before close returns EIO, and a kill -9
+    then a remount delivers it."""
+    m = mount.Mount(tmp_path, server=orch, opts=["listing_ttl=30000"])
+    m.start()
+    try:
+        os.mkdir(m.path("sbx1"))
+        url = sandbox_url(orch, "sbx1")
+        ws = m.path("sbx1", "workspace")
+        os.listdir(ws)
+        s0 = stats(m)
+        want = {}
+        for i in range(20):
+            data = os.urandom(4096)
+            with open(ws / f"s{i}.bin", "wb") as f:
+                f.write(data)
+            want[f"s{i}.bin"] = hashlib.sha256(data).hexdigest()
+        # written in order: summed as it arrives, never read again
+        data = os.urandom(3 << 20)
+        fd = os.open(ws / "seq.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        for off in range(0, len(data), 65536):
+            os.write(fd, data[off:off + 65536])
+        os.fsync(fd)
+        os.close(fd)
+        want["seq.bin"] = hashlib.sha256(data).hexdigest()
+        s1 = stats(m)
+        assert s1["syncs"] == s0["syncs"], (s0["syncs"], s1["syncs"])
+        assert s1["checksum_passes"] == s0["checksum_passes"]
+        assert s1["uploads"] - s0["uploads"] == 21
+        # out of order: the checksum is read from the file, once
+        fd = os.open(ws / "rand.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.pwrite(fd, data[1 << 20:], 1 << 20)
+        os.pwrite(fd, data[:1 << 20], 0)
+        os.close(fd)
+        want["rand.bin"] = want["seq.bin"]
+        s2 = stats(m)
+        assert s2["checksum_passes"] == s1["checksum_passes"] + 1
+        assert s2["syncs"] == s0["syncs"]
+        assert server_sha256(url, sorted(want)) == want
+
+        write_with_fault(m, url)
+        s3 = stats(m)
+        # the cache file, its directory, the journal
+        assert s3["syncs"] >= s2["syncs"] + 3, (s2["syncs"], s3["syncs"])
+    finally:
+        m.kill9()
+    sbx.set_faults(url)
+    assert sget(url, "f.txt") is None
+    m2 = mount.Mount(tmp_path, server=orch)
+    with m2:
+        assert sbx.wait_for(lambda: sget(url, "f.txt") == b"precious data\n", timeout=30)
+        assert sbx.wait_for(lambda: health(m2) == "ok\n", timeout=10), health(m2)
+    m2.check_log(allow=ALLOW)
+
+
 def vm_hwm_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
