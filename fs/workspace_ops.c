@@ -439,6 +439,9 @@ int workspace_open(struct workspace *ws, const char *rel, struct fuse_file_info 
 		return rc;
 	/* Pages the kernel holds are still right unless we fetched anew. */
 	fi->keep_cache = !fetched && !trunc;
+	/* A read-only descriptor never uploads at its close (workspace_flush
+	 * acts for descriptors that wrote, created or truncated): no FLUSH. */
+	fi->noflush = acc == O_RDONLY;
 	return 0;
 }
 

@@ -131,3 +131,20 @@ def test_ls_l_of_a_large_directory_is_one_listing_and_no_lookups(cached_debug):
     p = sh(f"ls -l {sb}/workspace/big | wc -l")
     assert p.stdout.strip() == str(n + 1)
     assert m.output().count("LOOKUP") - before < n // 20
+
+
+def test_read_only_closes_and_ctl_writes_send_no_flush(cached_debug):
+    m, sb, url = cached_debug
+    ws = sb / "workspace"
+    sbx.put(url, "r.txt", b"read me")
+    assert (ws / "r.txt").read_bytes() == b"read me"
+    before = m.output().count("opcode: FLUSH")
+    for _ in range(3):
+        assert (ws / "r.txt").read_bytes() == b"read me"
+        run(sb, "true")
+        assert (sb / "stdout").read_text() == ""
+    assert m.output().count("opcode: FLUSH") == before
+    # a descriptor that wrote still uploads at its close
+    (ws / "w.txt").write_bytes(b"written")
+    assert m.output().count("opcode: FLUSH") > before
+    assert sget(url, "w.txt") == b"written"
