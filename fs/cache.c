@@ -70,13 +70,13 @@ struct wsfile *file_new(struct workspace *ws, const char *path, const char *adop
 	}
 	if (!f->path || !f->cache_path)
 		goto fail;
-	if (!adopt) {
-		int fd = open(f->cache_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-		if (fd < 0)
-			goto fail;
-		close(fd);
-	}
 	f->fd = -1;
+	if (!adopt) {
+		/* kept open for the file_ref that every caller makes next */
+		f->fd = open(f->cache_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (f->fd < 0)
+			goto fail;
+	}
 	/* A new cache file is empty: its running crc starts here. */
 	f->crc_ok = !adopt;
 	pthread_mutex_init(&f->mx, NULL);

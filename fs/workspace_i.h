@@ -238,7 +238,8 @@ void meta_move(struct workspace *ws, const char *from, const char *to);
 
 /* cache.c (c->lock held unless said otherwise) */
 struct wsfile *file_find(struct workspace *ws, const char *path);
-/* adopt: an existing cache file to take over (restore), or NULL. */
+/* adopt: an existing cache file to take over (restore), or NULL: then a
+ * new empty cache file, left open for the caller's file_ref. */
 struct wsfile *file_new(struct workspace *ws, const char *path, const char *adopt);
 void cache_account(struct wsfile *f, uint64_t size);
 int file_ref(struct wsfile *f); /* opens the fd when needed */
