@@ -369,7 +369,8 @@ int cache_fetch_run(struct wsfetch *fe)
 	char *resized = NULL;
 	pthread_mutex_lock(&c->lock);
 	cache_account(f, got);
-	bool same = f->path && strcmp(f->path, fe->path) == 0;
+	/* The listing is another one after a command: not for it. */
+	bool same = f->path && strcmp(f->path, fe->path) == 0 && fe->epoch == ws->epoch;
 	if (rc == 0) {
 		f->present = true;
 		f->remote_exists = true;
