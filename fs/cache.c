@@ -303,6 +303,7 @@ int cache_fetch_begin(struct wsfile *f, struct wsfetch **out)
 	}
 	cache_account(f, fe->expect);
 	f->present = false;
+	fe->wake_at = UINT64_MAX;
 	fe->f = f;
 	fe->epoch = ws->epoch;
 	fe->refs = 2;
@@ -318,10 +319,12 @@ static bool fetch_progress(void *ctx, uint64_t written)
 	struct wsfetch *fe = ctx;
 	struct wscache *c = fe->f->ws->c;
 	__atomic_store_n(&fe->avail, written, __ATOMIC_SEQ_CST);
-	/* Waiters count themselves before they look at avail (seq_cst both
-	 * ways): either they see the new avail, or this sees them. */
-	if (__atomic_load_n(&fe->waiters, __ATOMIC_SEQ_CST) > 0) {
+	/* A reader sets wake_at before it looks at avail again (seq_cst both
+	 * ways): either it sees the new avail, or this sees its wake_at. The
+	 * readers wake once their bytes are there, not at every piece. */
+	if (written >= __atomic_load_n(&fe->wake_at, __ATOMIC_SEQ_CST)) {
 		pthread_mutex_lock(&c->lock);
+		__atomic_store_n(&fe->wake_at, UINT64_MAX, __ATOMIC_SEQ_CST);
 		pthread_cond_broadcast(&fe->cond);
 		pthread_mutex_unlock(&c->lock);
 	}
@@ -465,16 +468,20 @@ int cache_fetch_wait(struct wsfetch *fe, uint64_t end)
 	struct wscache *c = fe->f->ws->c;
 	int rc = 0;
 	pthread_mutex_lock(&c->lock);
-	__atomic_add_fetch(&fe->waiters, 1, __ATOMIC_SEQ_CST);
 	/* No bound of its own: the backend ends a download that stalls
 	 * (stall_seconds) or cannot connect; an interrupt ends the wait. */
-	while (!__atomic_load_n(&fe->done, __ATOMIC_SEQ_CST) &&
-	       __atomic_load_n(&fe->avail, __ATOMIC_SEQ_CST) < end)
+	for (;;) {
+		if (__atomic_load_n(&fe->done, __ATOMIC_SEQ_CST))
+			break;
+		if (__atomic_load_n(&fe->wake_at, __ATOMIC_SEQ_CST) > end)
+			__atomic_store_n(&fe->wake_at, end, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&fe->avail, __ATOMIC_SEQ_CST) >= end)
+			break;
 		if (interrupted_wait(fe, c)) {
 			rc = -EINTR;
 			break;
 		}
-	__atomic_sub_fetch(&fe->waiters, 1, __ATOMIC_SEQ_CST);
+	}
 	if (rc == 0 && fe->done)
 		rc = fe->err;
 	pthread_mutex_unlock(&c->lock);

@@ -99,7 +99,8 @@ struct wsfetch {
 	pthread_cond_t cond; /* with c->lock: progress (when waited for), end */
 	int refs;	     /* c->lock: the download and its handles */
 	uint64_t avail;	     /* atomic: body bytes in the cache file */
-	int waiters;	     /* atomic: threads waiting on cond */
+	uint64_t wake_at;    /* atomic: the least end a reader waits for,
+				UINT64_MAX when none waits */
 	bool done;	     /* atomic; set under c->lock with err */
 	int err;	     /* -errno of a failed download, 0 */
 	bool size_known;     /* the listing gave the size: expect */
