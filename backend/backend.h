@@ -162,6 +162,18 @@ enum backend_status backend_file_get(struct backend *b, const char *url,
 				     uint64_t *size_out,
 				     struct backend_error *err);
 
+/* backend_file_get that calls progress(ctx, written) after each piece of
+ * the body is written to fd, written being the body bytes written so far
+ * (the piece is in fd when it is called). A progress that returns false
+ * stops the transfer: the call fails with BACKEND_LOCAL. progress may be
+ * NULL. */
+typedef bool (*backend_progress_fn)(void *ctx, uint64_t written);
+enum backend_status backend_file_get_progress(struct backend *b, const char *url,
+					      const char *path, int fd,
+					      backend_progress_fn progress, void *ctx,
+					      uint64_t *size_out,
+					      struct backend_error *err);
+
 /* PUT /files/path with the first size bytes of fd, read with pread(2)
  * from offset 0 (the descriptor's offset is not used). A file shorter than
  * size fails with BACKEND_LOCAL and never sends a short body as whole. */

@@ -68,6 +68,8 @@ struct backend_req {
 	int put_fd; /* PUT: send put_size bytes of put_fd, -1 otherwise */
 	uint64_t put_size;
 	int get_fd;	   /* 2xx answer body goes to get_fd; -1: into memory */
+	backend_progress_fn get_progress; /* after each write to get_fd */
+	void *get_progress_ctx;
 	size_t max_answer; /* bound for an answer kept in memory */
 
 	long timeout_ms; /* total bound, 0 = none */

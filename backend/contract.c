@@ -97,6 +97,15 @@ enum backend_status backend_file_get(struct backend *b, const char *url, const c
 				     int fd, uint64_t *size_out,
 				     struct backend_error *err)
 {
+	return backend_file_get_progress(b, url, path, fd, NULL, NULL, size_out, err);
+}
+
+enum backend_status backend_file_get_progress(struct backend *b, const char *url,
+					      const char *path, int fd,
+					      backend_progress_fn progress, void *ctx,
+					      uint64_t *size_out,
+					      struct backend_error *err)
+{
 	struct backend_req r;
 	enum backend_status st;
 	char *p;
@@ -110,6 +119,8 @@ enum backend_status backend_file_get(struct backend *b, const char *url, const c
 	if (st != BACKEND_OK)
 		return st;
 	r.get_fd = fd; /* the body streams there, not into r.answer */
+	r.get_progress = progress;
+	r.get_progress_ctx = ctx;
 	st = files_send(b, &r, p, err);
 	if (size_out)
 		*size_out = r.fd_bytes;

@@ -179,6 +179,11 @@ static size_t write_cb(char *p, size_t size, size_t nmemb, void *userp)
 			return 0;
 		}
 		x->r->fd_bytes += n;
+		if (x->r->get_progress &&
+		    !x->r->get_progress(x->r->get_progress_ctx, x->r->fd_bytes)) {
+			x->local_errno = ECANCELED;
+			return 0;
+		}
 		return n;
 	}
 	if (!buf_append(x, p, n)) {

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,87 +236,314 @@ void cache_account(struct wsfile *f, uint64_t size)
 	f->size = size;
 }
 
-int cache_fetch(struct wsfile *f)
+/* --- downloads ---------------------------------------------------------------*/
+
+static void fetch_free(struct wsfetch *fe)
+{
+	pthread_cond_destroy(&fe->cond);
+	free(fe->url);
+	free(fe->path);
+	free(fe);
+}
+
+void cache_fetch_put(struct wsfetch *fe)
+{
+	if (fe && --fe->refs == 0)
+		fetch_free(fe);
+}
+
+int cache_fetch_begin(struct wsfile *f, struct wsfetch **out)
 {
 	struct workspace *ws = f->ws;
 	struct wscache *c = ws->c;
+	*out = NULL;
+	/* Nothing else changes the content: f->mx is held and no download
+	 * runs. The new content is written from the start. */
+	f->crc_ok = false; /* the upload of what comes sums the file */
+	if (ftruncate(f->fd, 0) < 0 || lseek(f->fd, 0, SEEK_SET) < 0) {
+		ws_log(ws, "cannot empty a cache file: %s", strerror(errno));
+		return -EIO;
+	}
+	struct wsfetch *fe = calloc(1, sizeof(*fe));
+	if (!fe)
+		return -ENOMEM;
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&fe->cond, &ca);
+	pthread_condattr_destroy(&ca);
 
 	pthread_mutex_lock(&c->lock);
+	int rc = 0;
 	if (!f->path || !ws->url) {
-		pthread_mutex_unlock(&c->lock);
-		return f->path ? -ENOTCONN : -ENOENT;
+		rc = f->path ? -ENOTCONN : -ENOENT;
+	} else {
+		fe->path = strdup(f->path);
+		fe->url = strdup(ws->url);
+		if (!fe->path || !fe->url)
+			rc = -ENOMEM;
 	}
-	char *path = strdup(f->path);
-	char *url = strdup(ws->url);
-	uint64_t epoch = ws->epoch;
-	/* Room for what the listing announced, when it is known. */
-	uint64_t want = 0;
-	const char *name;
-	char *parent = ws_parent(f->path, &name);
-	struct wsentry *e = parent ? dir_find(dir_cached(ws, parent), name) : NULL;
-	if (e) {
-		want = e->size;
-		f->mtime = e->seen; /* the time the listing shows for it */
+	if (rc == 0) {
+		/* Room for what the listing announced, when it is known; it
+		 * is the file's size until the download ends. */
+		const char *name;
+		char *parent = ws_parent(f->path, &name);
+		struct wsentry *e = parent ? dir_find(dir_cached(ws, parent), name) : NULL;
+		if (e) {
+			fe->size_known = true;
+			fe->expect = e->size;
+			f->mtime = e->seen; /* the time the listing shows for it */
+		}
+		free(parent);
+		rc = cache_reserve(c, f, fe->expect);
 	}
-	free(parent);
-	int rc = cache_reserve(c, f, want);
-	pthread_mutex_unlock(&c->lock);
-	if (!path || !url) {
-		free(path);
-		free(url);
-		return -ENOMEM;
-	}
+	if (rc == 0)
+		rc = file_ref(f); /* the download's own */
 	if (rc < 0) {
-		free(path);
-		free(url);
+		cache_account(f, 0);
+		pthread_mutex_unlock(&c->lock);
+		fetch_free(fe);
 		return rc;
 	}
+	cache_account(f, fe->expect);
+	f->present = false;
+	fe->wake_at = UINT64_MAX;
+	fe->f = f;
+	fe->epoch = ws->epoch;
+	fe->refs = 2;
+	f->fetch = fe;
+	pthread_mutex_unlock(&c->lock);
+	*out = fe;
+	return 0;
+}
 
+/* Called by the backend after each piece of the body is in the file. */
+static bool fetch_progress(void *ctx, uint64_t written)
+{
+	struct wsfetch *fe = ctx;
+	struct wscache *c = fe->f->ws->c;
+	__atomic_store_n(&fe->avail, written, __ATOMIC_SEQ_CST);
+	/* A reader sets wake_at before it looks at avail again (seq_cst both
+	 * ways): either it sees the new avail, or this sees its wake_at. The
+	 * readers wake once their bytes are there, not at every piece. */
+	if (written >= __atomic_load_n(&fe->wake_at, __ATOMIC_SEQ_CST)) {
+		pthread_mutex_lock(&c->lock);
+		__atomic_store_n(&fe->wake_at, UINT64_MAX, __ATOMIC_SEQ_CST);
+		pthread_cond_broadcast(&fe->cond);
+		pthread_mutex_unlock(&c->lock);
+	}
+	return !__atomic_load_n(&c->fetch_stop, __ATOMIC_SEQ_CST);
+}
+
+int cache_fetch_run(struct wsfetch *fe)
+{
+	struct wsfile *f = fe->f;
+	struct workspace *ws = f->ws;
+	struct wscache *c = ws->c;
+	int fd = f->fd; /* stays open: the download holds a reference */
 	uint64_t got = 0;
 	struct backend_error err;
-	enum backend_status st;
-	f->crc_ok = false; /* the download rewrites it */
-	if (ftruncate(f->fd, 0) < 0 || lseek(f->fd, 0, SEEK_SET) < 0)
-		st = BACKEND_LOCAL;
-	else
-		st = backend_file_get(c->cfg.backend, url, path, f->fd, &got, &err);
-	if (st != BACKEND_OK) {
-		if (st != BACKEND_NOT_FOUND)
-			ws_log(ws, "download failed: %s",
-			       st == BACKEND_LOCAL && errno ? strerror(errno)
-							    : err.message);
-		if (ftruncate(f->fd, 0) < 0)
+	enum backend_status st = backend_file_get_progress(
+	    c->cfg.backend, fe->url, fe->path, fd, fetch_progress, fe, &got, &err);
+	bool stopping = __atomic_load_n(&c->fetch_stop, __ATOMIC_SEQ_CST);
+	int rc = 0;
+	if (st == BACKEND_NOT_FOUND)
+		rc = -ENOENT;
+	else if (st == BACKEND_BAD_ANSWER)
+		rc = -EIO;
+	else if (st != BACKEND_OK)
+		rc = -ws_backend_errno(st);
+	if (rc < 0) {
+		if (st != BACKEND_NOT_FOUND && !stopping)
+			ws_log(ws, "download failed: %s", err.message);
+		/* Readers learn of the failure before the part written goes
+		 * (a read cut short by it then answers the error), and the
+		 * part goes before another download may start (f->fetch). */
+		pthread_mutex_lock(&c->lock);
+		fe->err = rc;
+		__atomic_store_n(&fe->done, true, __ATOMIC_SEQ_CST);
+		pthread_cond_broadcast(&fe->cond);
+		pthread_mutex_unlock(&c->lock);
+		if (ftruncate(fd, 0) < 0)
 			ws_log(ws, "cannot empty a cache file: %s", strerror(errno));
 		got = 0;
 	} else {
 		struct stat sb;
-		if (fstat(f->fd, &sb) == 0)
+		if (fstat(fd, &sb) == 0)
 			got = (uint64_t)sb.st_size;
 	}
-	free(url);
 
+	char *resized = NULL;
 	pthread_mutex_lock(&c->lock);
 	cache_account(f, got);
-	if (st == BACKEND_OK) {
+	/* The listing is another one after a command: not for it. */
+	bool same = f->path && strcmp(f->path, fe->path) == 0 && fe->epoch == ws->epoch;
+	if (rc == 0) {
 		f->present = true;
 		f->remote_exists = true;
-		f->epoch = epoch;
+		f->epoch = fe->epoch;
 		c->n.misses++;
 		c->n.fetched_bytes += got;
-		if (f->path && strcmp(f->path, path) == 0)
-			dir_upsert(ws, path, got, false, NULL);
+		if (same)
+			dir_upsert(ws, fe->path, got, false, NULL);
+		/* The kernel was told the listing's size. */
+		if (same && fe->size_known && got != fe->expect)
+			resized = strdup(fe->path);
 	} else {
 		f->present = false;
-		if (st == BACKEND_NOT_FOUND && f->path && strcmp(f->path, path) == 0)
-			dir_remove(ws, path);
+		if (st == BACKEND_NOT_FOUND && same)
+			dir_remove(ws, fe->path);
+	}
+	fe->err = rc;
+	__atomic_store_n(&fe->done, true, __ATOMIC_SEQ_CST);
+	pthread_cond_broadcast(&fe->cond);
+	f->fetch = NULL;
+	cache_fetch_put(fe);
+	file_unref(f);
+	pthread_mutex_unlock(&c->lock);
+	if (resized && !stopping)
+		ws_kernel_invalidate(ws, resized);
+	free(resized);
+	return rc;
+}
+
+static void *fetch_thread(void *arg)
+{
+	struct wsfetch *fe = arg;
+	struct wscache *c = fe->f->ws->c;
+	cache_fetch_run(fe);
+	pthread_mutex_lock(&c->lock);
+	c->fetch_threads--;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+bool cache_fetch_spawn(struct wsfetch *fe)
+{
+	if (!fe->size_known || fe->expect < WS_STREAM_MIN)
+		return false;
+	struct wscache *c = fe->f->ws->c;
+	pthread_mutex_lock(&c->lock);
+	c->fetch_threads++;
+	pthread_mutex_unlock(&c->lock);
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	pthread_t t;
+	int rc = pthread_create(&t, &at, fetch_thread, fe);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&at);
+	if (rc != 0) {
+		pthread_mutex_lock(&c->lock);
+		c->fetch_threads--;
+		pthread_mutex_unlock(&c->lock);
+		return false;
+	}
+	return true;
+}
+
+/* One slice of a wait on fe (c->lock held): true when the FUSE request
+ * was interrupted. */
+static bool interrupted_wait(struct wsfetch *fe, struct wscache *c)
+{
+	if (fuse_interrupted())
+		return true;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += 100 * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&fe->cond, &c->lock, &ts);
+	return false;
+}
+
+int cache_fetch_wait(struct wsfetch *fe, uint64_t end)
+{
+	if (__atomic_load_n(&fe->done, __ATOMIC_SEQ_CST))
+		return fe->err;
+	if (__atomic_load_n(&fe->avail, __ATOMIC_SEQ_CST) >= end)
+		return 0;
+	struct wscache *c = fe->f->ws->c;
+	int rc = 0;
+	pthread_mutex_lock(&c->lock);
+	/* No bound of its own: the backend ends a download that stalls
+	 * (stall_seconds) or cannot connect; an interrupt ends the wait. */
+	for (;;) {
+		if (__atomic_load_n(&fe->done, __ATOMIC_SEQ_CST))
+			break;
+		if (__atomic_load_n(&fe->wake_at, __ATOMIC_SEQ_CST) > end)
+			__atomic_store_n(&fe->wake_at, end, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&fe->avail, __ATOMIC_SEQ_CST) >= end)
+			break;
+		if (interrupted_wait(fe, c)) {
+			rc = -EINTR;
+			break;
+		}
+	}
+	if (rc == 0 && fe->done)
+		rc = fe->err;
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int cache_fetch_idle(struct wsfile *f)
+{
+	struct wscache *c = f->ws->c;
+	int rc = 0;
+	pthread_mutex_lock(&c->lock);
+	while (f->fetch && rc == 0) {
+		struct wsfetch *fe = f->fetch;
+		fe->refs++;
+		while (f->fetch == fe && rc == 0)
+			if (interrupted_wait(fe, c))
+				rc = -EINTR;
+		cache_fetch_put(fe);
 	}
 	pthread_mutex_unlock(&c->lock);
-	free(path);
-	if (st == BACKEND_NOT_FOUND)
-		return -ENOENT;
-	if (st == BACKEND_BAD_ANSWER)
-		return -EIO;
-	return st == BACKEND_OK ? 0 : -ws_backend_errno(st);
+	return rc;
+}
+
+int cache_fetch(struct wsfile *f)
+{
+	struct workspace *ws = f->ws;
+	struct wscache *c = ws->c;
+	int rc = cache_fetch_idle(f);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	/* A download that started before a command is of the old content. */
+	if (f->present && !f->dirty && !f->pending && f->epoch != ws->epoch)
+		f->present = false;
+	bool present = f->present;
+	pthread_mutex_unlock(&c->lock);
+	if (present)
+		return 0;
+	struct wsfetch *fe;
+	rc = cache_fetch_begin(f, &fe);
+	if (rc < 0)
+		return rc;
+	rc = cache_fetch_run(fe);
+	pthread_mutex_lock(&c->lock);
+	cache_fetch_put(fe);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+void cache_fetch_stop_all(struct wscache *c)
+{
+	__atomic_store_n(&c->fetch_stop, true, __ATOMIC_SEQ_CST);
+	pthread_mutex_lock(&c->lock);
+	/* Bounded by the backend: the next piece of body stops a download,
+	 * and one that stalls fails after stall_seconds. */
+	while (c->fetch_threads > 0)
+		pthread_cond_wait(&c->cond, &c->lock);
+	pthread_mutex_unlock(&c->lock);
 }
 
 int cache_truncate(struct wsfile *f, uint64_t size)

@@ -457,6 +457,7 @@ void wscache_free(struct wscache *c)
 {
 	if (!c)
 		return;
+	cache_fetch_stop_all(c);
 	if (c->running) {
 		pthread_mutex_lock(&c->lock);
 		c->stop = true;

@@ -89,6 +89,27 @@ struct wsmeta {
 
 /* --- cached files ---------------------------------------------------------*/
 
+/* A download of a file's content into its cache file (cache.c). While it
+ * runs it is f->fetch and owns the cache file's content: reads of the part
+ * already written proceed, reads beyond it wait, and whoever changes the
+ * content (write, truncate, rename) waits for it to end (cache_fetch_idle).
+ * It never takes f->mx, so waiting for it with f->mx held is safe. Handles
+ * opened on it keep a reference, to learn how it ended. */
+struct wsfetch {
+	struct wsfile *f;
+	char *url, *path;
+	pthread_cond_t cond; /* with c->lock: progress (when waited for), end */
+	int refs;	     /* c->lock: the download and its handles */
+	uint64_t avail;	     /* atomic: body bytes in the cache file */
+	uint64_t wake_at;    /* atomic: the least end a reader waits for,
+				UINT64_MAX when none waits */
+	bool done;	     /* atomic; set under c->lock with err */
+	int err;	     /* -errno of a failed download, 0 */
+	bool size_known;     /* the listing gave the size: expect */
+	uint64_t expect;
+	uint64_t epoch; /* ws->epoch when it started */
+};
+
 struct wsfile {
 	struct hlink h;		/* in ws->files, key: path; unused when unlinked */
 	struct wsfile *ws_next; /* every file of ws, live or unlinked */
@@ -99,6 +120,7 @@ struct wsfile {
 	int fd;		  /* open while refs > 0, else -1 */
 	pthread_mutex_t mx;
 
+	struct wsfetch *fetch; /* the download running, or NULL */
 	int refs;	    /* handles + internal users */
 	int opens;	    /* open handles */
 	bool present;	    /* the cache file holds the whole content */
@@ -134,6 +156,9 @@ struct wshandle {
 	struct wsfile *f;
 	int flags;
 	bool wrote; /* written or truncated through this handle */
+	/* The download this handle was opened on, while it may still run or
+	 * failed: reads wait for it or answer its error. NULL otherwise. */
+	struct wsfetch *fetch;
 };
 
 struct workspace {
@@ -192,6 +217,8 @@ struct wscache {
 	uint64_t name_seq;
 	unsigned int rand_state;
 	uint64_t lost_uploads; /* pending uploads whose cache file vanished */
+	int fetch_threads;     /* downloads running on a thread of their own */
+	bool fetch_stop;       /* atomic: unmounting, downloads stop */
 	struct wscache_counters n;
 };
 
@@ -251,8 +278,33 @@ void file_drop_clean(struct wsfile *f); /* forgets a clean, unused copy */
 int cache_reserve(struct wscache *c, struct wsfile *f, uint64_t new_size);
 void cache_set_dirty(struct wsfile *f, bool dirty);
 void cache_set_state(struct wsfile *f, bool dirty, bool pending);
+/* Files of at least this size (by the listing) download on a thread of
+ * their own while the opener's reads proceed; smaller ones in open. */
+#define WS_STREAM_MIN (1024 * 1024)
+
 /* f->mx held, c->lock not held: */
+/* Downloads f's content (waits for a download already running first). */
 int cache_fetch(struct wsfile *f);
+/* Starts a download of f (none running, content not present): publishes it
+ * as f->fetch and returns it with one reference for the caller besides the
+ * download's own; then call cache_fetch_run (or cache_fetch_spawn). */
+int cache_fetch_begin(struct wsfile *f, struct wsfetch **out);
+/* c->lock not held, f->mx need not be held: */
+/* Runs the download to its end; returns 0 or -errno. Drops the download's
+ * reference. */
+int cache_fetch_run(struct wsfetch *fe);
+/* Runs it on a thread of its own when it is large; false: not started,
+ * run it here. */
+bool cache_fetch_spawn(struct wsfetch *fe);
+/* Waits until end bytes are there or the download ended: 0, its -errno,
+ * or -EINTR when the FUSE request was interrupted. */
+int cache_fetch_wait(struct wsfetch *fe, uint64_t end);
+/* Waits until no download runs into f's cache file: 0 or -EINTR. */
+int cache_fetch_idle(struct wsfile *f);
+/* Drops a reference (c->lock held). */
+void cache_fetch_put(struct wsfetch *fe);
+/* Stops running downloads and waits for their threads (unmount). */
+void cache_fetch_stop_all(struct wscache *c);
 int cache_truncate(struct wsfile *f, uint64_t size);
 /* Keeps the running crc after n bytes written at off, or drops it. */
 void cache_crc_write(struct wsfile *f, const void *buf, size_t n, uint64_t off);

@@ -162,11 +162,26 @@ int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st,
 	struct wshandle *h = handle_of(fi);
 	struct wscache *c = ws ? ws->c : NULL;
 	if (h) {
-		c = h->f->ws->c;
+		struct wsfile *f = h->f;
+		c = f->ws->c;
 		pthread_mutex_lock(&c->lock);
-		fill_file_stat(h->f, st);
+		/* Content not (yet) here, downloading or after a failed
+		 * download: the listing tells the size, never the part in the
+		 * cache file. */
+		bool by_name = f->path && !f->present && !f->dirty && !f->pending;
+		if (!by_name) {
+			fill_file_stat(f, st);
+			pthread_mutex_unlock(&c->lock);
+			return 0;
+		}
+		char *path = strdup(f->path);
+		struct wsattr a;
+		int rc = path ? lookup(f->ws, path, &a) : -ENOMEM;
+		if (rc == 0)
+			fill_stat(f->ws, path, &a, st);
 		pthread_mutex_unlock(&c->lock);
-		return 0;
+		free(path);
+		return rc;
 	}
 	int rc = ws_check(ws, rel);
 	if (rc < 0)
@@ -324,13 +339,14 @@ out:
 	return 0;
 }
 
-static int handle_new(struct wsfile *f, struct fuse_file_info *fi)
+static int handle_new(struct wsfile *f, struct fuse_file_info *fi, struct wsfetch *fe)
 {
 	struct wshandle *h = calloc(1, sizeof(*h));
 	if (!h)
 		return -ENOMEM;
 	h->h.kind = FS_HANDLE_WORKSPACE;
 	h->f = f;
+	h->fetch = fe;
 	h->flags = fi->flags;
 	fi->fh = (uint64_t)(uintptr_t)h;
 	return 0;
@@ -396,6 +412,73 @@ static int file_for(struct workspace *ws, const char *rel, struct wsfile **out)
 	return 0;
 }
 
+/* Makes f's content readable for a new handle: present already, or a
+ * download (running or started here) that the handle reads through, in
+ * *fe with a reference. *fetched: the content is (being) fetched anew.
+ * A large file downloads on its own thread and reads of what has arrived
+ * proceed meanwhile; a small one is fetched here. */
+static int content_open(struct wsfile *f, struct wsfetch **fe, bool *fetched)
+{
+	struct workspace *ws = f->ws;
+	struct wscache *c = ws->c;
+	*fe = NULL;
+	*fetched = false;
+	for (;;) {
+		pthread_mutex_lock(&c->lock);
+		struct wsfetch *cur = f->fetch;
+		if (cur && cur->epoch == ws->epoch &&
+		    !__atomic_load_n(&cur->done, __ATOMIC_SEQ_CST)) {
+			/* One download per file: read through the running one. */
+			cur->refs++;
+			pthread_mutex_unlock(&c->lock);
+			*fe = cur;
+			*fetched = true;
+			return 0;
+		}
+		if (!cur) {
+			/* A command ran since it was fetched: fetch again. */
+			if (f->present && !f->dirty && !f->pending && f->epoch != ws->epoch)
+				f->present = false;
+			if (f->present) {
+				pthread_mutex_unlock(&c->lock);
+				return 0;
+			}
+		}
+		pthread_mutex_unlock(&c->lock);
+		if (cur) {
+			/* It began before a command (it brings the old content)
+			 * or is ending: wait for it, then look again. */
+			int rc = cache_fetch_idle(f);
+			if (rc < 0)
+				return rc;
+			continue;
+		}
+		pthread_mutex_lock(&f->mx);
+		pthread_mutex_lock(&c->lock);
+		bool again = f->fetch || f->present;
+		pthread_mutex_unlock(&c->lock);
+		if (again) {
+			pthread_mutex_unlock(&f->mx);
+			continue;
+		}
+		struct wsfetch *nf;
+		int rc = cache_fetch_begin(f, &nf);
+		pthread_mutex_unlock(&f->mx);
+		if (rc < 0)
+			return rc;
+		*fetched = true;
+		if (cache_fetch_spawn(nf)) {
+			*fe = nf;
+			return 0;
+		}
+		rc = cache_fetch_run(nf);
+		pthread_mutex_lock(&c->lock);
+		cache_fetch_put(nf); /* done: the handle needs it no more */
+		pthread_mutex_unlock(&c->lock);
+		return rc;
+	}
+}
+
 int workspace_open(struct workspace *ws, const char *rel, struct fuse_file_info *fi)
 {
 	int rc = ws_check(ws, rel);
@@ -417,18 +500,21 @@ int workspace_open(struct workspace *ws, const char *rel, struct fuse_file_info 
 		return rc;
 
 	bool fetched = false;
-	pthread_mutex_lock(&f->mx);
+	struct wsfetch *fe = NULL;
 	if (trunc) {
-		rc = cache_truncate(f, 0);
-	} else if (!f->present) {
-		rc = cache_fetch(f);
-		fetched = true;
+		pthread_mutex_lock(&f->mx);
+		rc = cache_fetch_idle(f);
+		if (rc == 0)
+			rc = cache_truncate(f, 0);
+		pthread_mutex_unlock(&f->mx);
+	} else {
+		rc = content_open(f, &fe, &fetched);
 	}
-	pthread_mutex_unlock(&f->mx);
 	if (rc == 0)
-		rc = handle_new(f, fi);
+		rc = handle_new(f, fi, fe);
 	pthread_mutex_lock(&c->lock);
 	if (rc < 0) {
+		cache_fetch_put(fe);
 		f->opens--;
 		file_unref(f);
 	} else if (!fetched) {
@@ -497,7 +583,7 @@ int workspace_create(struct workspace *ws, const char *rel, mode_t mode,
 		(void)mode_queue(ws, rel, mode & 07777);
 	c->n.hits++;
 	pthread_mutex_unlock(&c->lock);
-	rc = handle_new(f, fi);
+	rc = handle_new(f, fi, NULL);
 	if (rc < 0) {
 		pthread_mutex_lock(&c->lock);
 		f->opens--;
@@ -514,6 +600,15 @@ int workspace_read(struct fuse_file_info *fi, char *buf, size_t size, off_t off)
 	struct wshandle *h = handle_of(fi);
 	if (!h)
 		return -EBADF;
+	/* Opened while its content downloads: what has arrived is read at
+	 * once, the rest waited for; a failed download answers its error. */
+	struct wsfetch *fe = h->fetch;
+	uint64_t end = (uint64_t)off + size;
+	if (fe) {
+		int rc = cache_fetch_wait(fe, end);
+		if (rc < 0)
+			return rc;
+	}
 	size_t done = 0;
 	while (done < size) {
 		ssize_t n = pread(h->f->fd, buf + done, size - done, off + (off_t)done);
@@ -524,6 +619,13 @@ int workspace_read(struct fuse_file_info *fi, char *buf, size_t size, off_t off)
 		if (n == 0)
 			break;
 		done += (size_t)n;
+	}
+	if (fe && done < size) {
+		/* Cut short: the end of the file, or a download that failed
+		 * and emptied the cache file meanwhile. */
+		int rc = cache_fetch_wait(fe, end);
+		if (rc < 0)
+			return rc;
 	}
 	return (int)done;
 }
@@ -536,11 +638,17 @@ int workspace_write(struct fuse_file_info *fi, const char *buf, size_t size, off
 	struct wsfile *f = h->f;
 	struct wscache *c = f->ws->c;
 	pthread_mutex_lock(&f->mx);
+	/* Writes wait until a download of the content has ended. */
+	int rc = cache_fetch_idle(f);
+	if (rc < 0) {
+		pthread_mutex_unlock(&f->mx);
+		return rc;
+	}
 	pthread_mutex_lock(&c->lock);
 	if (h->flags & O_APPEND)
 		off = (off_t)f->size;
 	uint64_t end = (uint64_t)off + size;
-	int rc = cache_reserve(c, f, end);
+	rc = cache_reserve(c, f, end);
 	pthread_mutex_unlock(&c->lock);
 	if (rc < 0) {
 		pthread_mutex_unlock(&f->mx);
@@ -600,6 +708,16 @@ int workspace_flush(struct fuse_file_info *fi)
 	 * create, an O_TRUNC open) is uploaded at release, after the last
 	 * close; its intent is journaled now, since this close
 	 * acknowledges it and release comes after. */
+	if (!h->wrote) {
+		/* Nothing to journal for clean content; a reader's close then
+		 * never waits for a download that runs (or any other work). */
+		struct wscache *c = h->f->ws->c;
+		pthread_mutex_lock(&c->lock);
+		bool dirty = h->f->dirty;
+		pthread_mutex_unlock(&c->lock);
+		if (!dirty)
+			return 0;
+	}
 	pthread_mutex_lock(&h->f->mx);
 	int rc = h->wrote ? upload_locked(h->f, UPLOAD_CALLER_WAITS)
 			  : upload_intent_locked(h->f);
@@ -630,6 +748,11 @@ int workspace_release(struct fuse_file_info *fi)
 	pthread_mutex_unlock(&c->lock);
 	if (upload) /* close has returned: durable before the PUT */
 		upload_now(f, UPLOAD_DURABLE_FIRST);
+	if (h->fetch) {
+		pthread_mutex_lock(&c->lock);
+		cache_fetch_put(h->fetch);
+		pthread_mutex_unlock(&c->lock);
+	}
 	unref(f);
 	h->h.kind = 0;
 	free(h);
@@ -645,7 +768,9 @@ int workspace_truncate(struct workspace *ws, const char *rel, off_t size,
 	struct wshandle *h = handle_of(fi);
 	if (h) {
 		pthread_mutex_lock(&h->f->mx);
-		int rc = cache_truncate(h->f, (uint64_t)size);
+		int rc = cache_fetch_idle(h->f);
+		if (rc == 0)
+			rc = cache_truncate(h->f, (uint64_t)size);
 		if (rc == 0)
 			h->wrote = true;
 		pthread_mutex_unlock(&h->f->mx);
@@ -664,7 +789,8 @@ int workspace_truncate(struct workspace *ws, const char *rel, off_t size,
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&f->mx);
-	if (size > 0 && !f->present)
+	rc = cache_fetch_idle(f);
+	if (rc == 0 && size > 0 && !f->present)
 		rc = cache_fetch(f);
 	if (rc == 0)
 		rc = cache_truncate(f, (uint64_t)size);
@@ -1266,6 +1392,12 @@ off_t workspace_lseek(struct fuse_file_info *fi, off_t off, int whence)
 	struct wshandle *h = handle_of(fi);
 	if (!h)
 		return -EBADF;
+	if (h->fetch) {
+		/* Holes and the end are known once the download has ended. */
+		int rc = cache_fetch_wait(h->fetch, UINT64_MAX);
+		if (rc < 0)
+			return rc;
+	}
 	off_t r = lseek(h->f->fd, off, whence);
 	return r < 0 ? -errno : r;
 }

@@ -21,7 +21,8 @@ static const char *routes_parse(enum fault_routes *r, const char *s)
 bool faults_any(const struct faults *f)
 {
 	return f->lose_answer || f->drop_before || f->error_rate > 0 || f->delay_ms > 0 ||
-	       f->malformed_json || f->hostile_listing || f->truncate_answer;
+	       f->malformed_json || f->hostile_listing || f->truncate_answer ||
+	       f->body_rate_kbps > 0;
 }
 
 const char *faults_from_json(struct faults *out, const cJSON *obj)
@@ -60,6 +61,11 @@ const char *faults_from_json(struct faults *out, const cJSON *obj)
 			    it->valuedouble > 3600000)
 				return "delay_ms must be a number from 0 to 3600000";
 			f.delay_ms = (long)it->valuedouble;
+		} else if (strcmp(k, "body_rate_kbps") == 0) {
+			if (!cJSON_IsNumber(it) || it->valuedouble < 0 ||
+			    it->valuedouble > 1048576)
+				return "body_rate_kbps must be a number from 0 to 1048576";
+			f.body_rate_kbps = (long)it->valuedouble;
 		} else if (strcmp(k, "routes") == 0) {
 			const char *e;
 
@@ -130,6 +136,14 @@ const char *faults_set(struct faults *f, const char *setting)
 		f->delay_ms = l;
 		return NULL;
 	}
+	if (strcmp(name, "body_rate_kbps") == 0) {
+		long l = val ? strtol(val, &end, 10) : -1;
+
+		if (!val || *end || end == val || l < 0 || l > 1048576)
+			return "body_rate_kbps must be a number of KiB per second";
+		f->body_rate_kbps = l;
+		return NULL;
+	}
 	if (strcmp(name, "routes") == 0) {
 		if (!val)
 			return "routes needs a value";
@@ -149,6 +163,7 @@ cJSON *faults_to_json(const struct faults *f)
 	cJSON_AddBoolToObject(o, "malformed_json", f->malformed_json);
 	cJSON_AddBoolToObject(o, "hostile_listing", f->hostile_listing);
 	cJSON_AddBoolToObject(o, "truncate_answer", f->truncate_answer);
+	cJSON_AddNumberToObject(o, "body_rate_kbps", (double)f->body_rate_kbps);
 	cJSON_AddStringToObject(o, "routes", route_names[f->routes]);
 	return o;
 }

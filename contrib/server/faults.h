@@ -28,6 +28,7 @@ struct faults {
 	bool malformed_json;  /* JSON answers are cut and garbled */
 	bool hostile_listing; /* listings carry invalid entries too */
 	bool truncate_answer; /* announce the whole body, send half, close */
+	long body_rate_kbps;  /* send file bodies at this many KiB/s (0: full speed) */
 	enum fault_routes routes;
 };
 

@@ -51,6 +51,7 @@ static void usage(FILE *out)
 	    "                       hostile_listing, truncate_answer (true|false,\n"
 	    "                       default true),\n"
 	    "                       error_rate=0..1, delay_ms=N,\n"
+	    "                       body_rate_kbps=N (file bodies at N KiB/s),\n"
 	    "                       routes=all|execute|files|orchestrator\n"
 	    "  --help, --version\n"
 	    "\n"

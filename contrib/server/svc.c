@@ -103,11 +103,15 @@ enum MHD_Result svc_reply(struct req *r, unsigned int status, struct MHD_Respons
 }
 
 /* The truncate_answer fault: the headers announce the whole body, half of
- * it is sent, then the connection is closed. */
+ * it is sent, then the connection is closed. The body_rate_kbps fault sends
+ * a file body at that rate (each connection has its own thread, so the
+ * sleeps delay only this answer). */
 struct half_body {
 	char *buf; /* or */
 	int fd;
 	uint64_t limit;
+	uint64_t rate; /* bytes per second, 0: full speed */
+	long long start_ms;
 };
 
 static ssize_t half_body_read(void *cls, uint64_t pos, char *out, size_t max)
@@ -118,6 +122,17 @@ static ssize_t half_body_read(void *cls, uint64_t pos, char *out, size_t max)
 	if (pos >= h->limit)
 		return MHD_CONTENT_READER_END_WITH_ERROR;
 	n = h->limit - pos < max ? (size_t)(h->limit - pos) : max;
+	if (h->rate) {
+		/* Pieces of a 20th of a second, each sent when it is due. */
+		uint64_t piece = h->rate / 20 + 1;
+		long long due = h->start_ms + (long long)(pos * 1000 / h->rate);
+		long long now = svc_now_ms();
+
+		if (n > piece)
+			n = (size_t)piece;
+		if (due > now)
+			sleep_ms((long)(due - now));
+	}
 	if (h->buf) {
 		memcpy(out, h->buf + pos, n);
 		return (ssize_t)n;
@@ -137,7 +152,8 @@ static void half_body_free(void *cls)
 	free(h);
 }
 
-static struct MHD_Response *half_body_response(char *buf, int fd, uint64_t size)
+static struct MHD_Response *half_body_response(char *buf, int fd, uint64_t size,
+						bool half, uint64_t rate)
 {
 	struct half_body *h = malloc(sizeof(*h));
 	struct MHD_Response *resp;
@@ -150,7 +166,9 @@ static struct MHD_Response *half_body_response(char *buf, int fd, uint64_t size)
 	}
 	h->buf = buf;
 	h->fd = fd;
-	h->limit = size / 2;
+	h->limit = half ? size / 2 : size;
+	h->rate = rate;
+	h->start_ms = svc_now_ms();
 	resp = MHD_create_response_from_callback(size, 64 * 1024, half_body_read, h,
 						 half_body_free);
 	if (!resp)
@@ -163,9 +181,13 @@ enum MHD_Result svc_reply_fd(struct req *r, unsigned int status, int fd, uint64_
 {
 	struct MHD_Response *resp;
 
-	if (r->faulted && r->f.truncate_answer && size > 0) {
+	bool half = r->faulted && r->f.truncate_answer;
+	bool slow = r->faulted && r->f.body_rate_kbps > 0;
+
+	if ((half || slow) && size > 0) {
 		atomic_fetch_add(&r->svc->stats.faults, 1);
-		resp = half_body_response(NULL, fd, size);
+		resp = half_body_response(NULL, fd, size, half,
+					  slow ? (uint64_t)r->f.body_rate_kbps * 1024 : 0);
 	} else {
 		/* MHD sends it with sendfile and closes fd. */
 		resp = MHD_create_response_from_fd64(size, fd);
@@ -198,7 +220,7 @@ enum MHD_Result svc_reply_text_json(struct req *r, unsigned int status, char *js
 	}
 	if (r->faulted && r->f.truncate_answer && len > 0) {
 		atomic_fetch_add(&r->svc->stats.faults, 1);
-		resp = half_body_response(json, -1, len);
+		resp = half_body_response(json, -1, len, true, 0);
 		if (!resp)
 			return MHD_NO;
 	} else {

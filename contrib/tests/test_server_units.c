@@ -71,6 +71,8 @@ static void test_faults(void)
 	CHECK(faults_set(&f, "routes=nope") != NULL);
 	CHECK(faults_set(&f, "bogus") != NULL);
 	CHECK(faults_set(&f, "truncate_answer") == NULL && f.truncate_answer);
+	CHECK(faults_set(&f, "body_rate_kbps=64") == NULL && f.body_rate_kbps == 64);
+	CHECK(faults_set(&f, "body_rate_kbps=-1") != NULL);
 	CHECK(faults_any(&f));
 
 	j = cJSON_Parse("{\"hostile_listing\": true, \"routes\": \"orchestrator\"}");

@@ -237,6 +237,25 @@ def test_fault_delay_ms_delays_every_answer(local_server):
     assert time.monotonic() - t0 < 0.3
 
 
+def test_fault_body_rate_kbps_slows_file_bodies_only(local_server):
+    c = local_server.client()
+    data = os.urandom(256 * 1024)
+    c.put("r.bin", data)
+    c.set_faults(body_rate_kbps=512)  # 256 KiB at 512 KiB/s: 0.5 s
+    assert c.faults()["body_rate_kbps"] == 512
+    t0 = time.monotonic()
+    assert c.get("r.bin").body == data
+    assert time.monotonic() - t0 >= 0.4
+    t0 = time.monotonic()
+    assert c.healthz().status == 200
+    assert c.list("").status == 200
+    assert time.monotonic() - t0 < 0.3
+    c.set_faults()
+    t0 = time.monotonic()
+    assert c.get("r.bin").body == data
+    assert time.monotonic() - t0 < 0.3
+
+
 def test_fault_malformed_json_cuts_json_answers(local_server):
     c = local_server.client()
     c.set_faults(malformed_json=True)
