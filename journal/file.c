@@ -19,9 +19,11 @@
 #define UNKNOWN_WHY	      "no outcome was recorded before the mount stopped"
 
 int journal_crash_step;
+unsigned journal_sync_delay_us;
 
 struct journal {
-	pthread_mutex_t mu; /* guards everything below */
+	pthread_mutex_t mu;	  /* guards everything below */
+	pthread_cond_t synced_cv; /* a group sync ended */
 	char *dir;
 	char path[PATH_MAX];
 	int fd;	    /* DIR/journal, O_APPEND */
@@ -32,6 +34,13 @@ struct journal {
 	uint64_t next_id;	   /* upload ids handed out, not yet recorded */
 	uint64_t compact_retry_at; /* after a failed compaction */
 	int broken; /* -errno: a failed write or sync left the file in doubt */
+	/* Group commit: records are numbered as they are written; one
+	 * fdatasync, run with mu released, makes every record written before
+	 * it durable, so appends from several threads share it. */
+	uint64_t appended; /* records written since open */
+	uint64_t synced;   /* records known durable */
+	bool syncing;	   /* a thread is in fdatasync with mu released */
+	uint64_t syncs;	   /* fdatasyncs done, for the tests */
 };
 
 void journal_options_defaults(struct journal_options *o)
@@ -174,6 +183,7 @@ static int append_locked(struct journal *j, const uint8_t *buf, size_t len)
 		return rc;
 	}
 	j->size += len;
+	j->appended++;
 	return 0;
 }
 
@@ -191,17 +201,41 @@ static int append_record_locked(struct journal *j, const struct journal_record *
 	return rc;
 }
 
-static int sync_locked(struct journal *j)
+/* Returns once the first `upto` records written are durable. The first
+ * thread to need a sync runs it for every record written so far, with mu
+ * released so that others append meanwhile; they wait for it, and one of
+ * them then syncs for all that came after. */
+static int sync_upto_locked(struct journal *j, uint64_t upto)
 {
-	if (j->broken)
-		return j->broken;
-	if (fdatasync(j->fd)) {
+	while (!j->broken && j->synced < upto) {
+		if (j->syncing) {
+			pthread_cond_wait(&j->synced_cv, &j->mu);
+			continue;
+		}
+		uint64_t target = j->appended;
+		int fd = j->fd; /* compaction waits for !syncing to replace it */
+		j->syncing = true;
+		pthread_mutex_unlock(&j->mu);
+		if (journal_sync_delay_us)
+			usleep(journal_sync_delay_us);
+		int rc = fdatasync(fd);
+		pthread_mutex_lock(&j->mu);
+		j->syncing = false;
+		j->syncs++;
 		/* After a failed sync nothing written can be trusted to be on
 		 * disk: refuse further appends rather than pretend. */
-		j->broken = -EIO;
-		return -EIO;
+		if (rc)
+			j->broken = -EIO;
+		else if (target > j->synced)
+			j->synced = target;
+		pthread_cond_broadcast(&j->synced_cv);
 	}
-	return 0;
+	return j->broken;
+}
+
+static int sync_locked(struct journal *j)
+{
+	return sync_upto_locked(j, j->appended);
 }
 
 /* --- compaction ---------------------------------------------------------*/
@@ -220,6 +254,9 @@ static int compact_locked(struct journal *j)
 	char newpath[PATH_MAX];
 	struct journal_state st;
 	uint64_t size = 0;
+	/* A group sync in flight uses j->fd, which this replaces. */
+	while (j->syncing)
+		pthread_cond_wait(&j->synced_cv, &j->mu);
 	int rc = journal_state_records(&j->st, &recs, &n);
 	if (rc)
 		return rc;
@@ -269,6 +306,7 @@ static int compact_locked(struct journal *j)
 	close(j->fd);
 	j->fd = fd;
 	j->size = size;
+	j->synced = j->appended; /* the state of every record, fsynced */
 	journal_state_clear(&j->st);
 	j->st = st;
 out:
@@ -403,6 +441,9 @@ static int replay(struct journal *j, struct journal_open_report *rep)
 	journal_scan(j->fd, replay_one, &j->st, &res);
 	rep->records = res.records;
 	j->size = res.good_bytes;
+	/* Written, not known durable (a daemon that crashed may have left
+	 * them in the page cache only): the first sync covers them too. */
+	j->appended = res.records;
 	switch (res.end) {
 	case JOURNAL_SCAN_WHOLE:
 		return 0;
@@ -478,6 +519,7 @@ int journal_open(const struct journal_options *o, struct journal **out,
 	j->opt.dir = NULL;
 	journal_state_init(&j->st, o->max_runs);
 	pthread_mutex_init(&j->mu, NULL);
+	pthread_cond_init(&j->synced_cv, NULL);
 	j->dir = realpath(o->dir, NULL);
 	if (!j->dir) {
 		rc = fail(rep, -errno, "%s: %s", o->dir, strerror(errno));
@@ -496,7 +538,12 @@ int journal_open(const struct journal_options *o, struct journal **out,
 	int reg = journal_registry_add(j->dir);
 	if ((rc = replay(j, rep)))
 		goto err;
-	if ((rc = mark_unknown(j, &rep->unknown_marked))) {
+	pthread_mutex_lock(&j->mu); /* the sync releases and retakes it */
+	rc = mark_unknown(j, &rep->unknown_marked);
+	if (!rc)
+		maybe_compact_locked(j);
+	pthread_mutex_unlock(&j->mu);
+	if (rc) {
 		rc = fail(rep, rc, "%s: cannot record the unknown outcomes: %s", j->path,
 			  strerror(-rc));
 		goto err;
@@ -504,7 +551,6 @@ int journal_open(const struct journal_options *o, struct journal **out,
 	if (reg && !rep->message[0])
 		fail(rep, 0, "could not register %s in the journal registry: %s", j->dir,
 		     strerror(-reg));
-	maybe_compact_locked(j);
 	*out = j;
 	return 0;
 err:
@@ -522,6 +568,7 @@ void journal_close(struct journal *j)
 		close(j->lockfd);
 	journal_state_clear(&j->st);
 	pthread_mutex_destroy(&j->mu);
+	pthread_cond_destroy(&j->synced_cv);
 	free(j->dir);
 	free(j);
 }
@@ -541,11 +588,14 @@ int journal_append(struct journal *j, const struct journal_record *r, bool durab
 		return rc;
 	pthread_mutex_lock(&j->mu);
 	rc = append_locked(j, buf, len);
-	if (!rc && durable && j->opt.sync)
-		rc = sync_locked(j);
 	if (!rc) {
+		/* Applied in file order, before the sync: if the sync fails
+		 * the journal is broken and this state is never written. */
+		uint64_t mine = j->appended;
 		journal_state_apply(&j->st, &rec);
 		maybe_compact_locked(j);
+		if (durable && j->opt.sync)
+			rc = sync_upto_locked(j, mine);
 	}
 	pthread_mutex_unlock(&j->mu);
 	free(buf);
@@ -592,4 +642,12 @@ uint64_t journal_size(struct journal *j)
 	uint64_t size = j->size;
 	pthread_mutex_unlock(&j->mu);
 	return size;
+}
+
+uint64_t journal_sync_count(struct journal *j)
+{
+	pthread_mutex_lock(&j->mu);
+	uint64_t n = j->syncs;
+	pthread_mutex_unlock(&j->mu);
+	return n;
 }
