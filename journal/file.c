@@ -314,10 +314,21 @@ out:
 	return rc;
 }
 
+static bool compact_due(const struct journal *j)
+{
+	return j->opt.compact_bytes && j->size > j->opt.compact_bytes &&
+	       j->size >= j->compact_retry_at && !j->broken;
+}
+
 static void maybe_compact_locked(struct journal *j)
 {
-	if (!j->opt.compact_bytes || j->size <= j->opt.compact_bytes ||
-	    j->size < j->compact_retry_at || j->broken)
+	if (!compact_due(j))
+		return;
+	/* Waiting for a group sync releases mu: another thread may have
+	 * compacted meanwhile. */
+	while (j->syncing)
+		pthread_cond_wait(&j->synced_cv, &j->mu);
+	if (!compact_due(j))
 		return;
 	if (compact_locked(j))
 		j->compact_retry_at = j->size + j->opt.compact_bytes / 4;
