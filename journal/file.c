@@ -19,9 +19,11 @@
 #define UNKNOWN_WHY	      "no outcome was recorded before the mount stopped"
 
 int journal_crash_step;
+unsigned journal_sync_delay_us;
 
 struct journal {
-	pthread_mutex_t mu; /* guards everything below */
+	pthread_mutex_t mu;	  /* guards everything below */
+	pthread_cond_t synced_cv; /* a group sync ended */
 	char *dir;
 	char path[PATH_MAX];
 	int fd;	    /* DIR/journal, O_APPEND */
@@ -31,8 +33,15 @@ struct journal {
 	struct journal_options opt;
 	uint64_t next_id;	   /* upload ids handed out, not yet recorded */
 	uint64_t compact_retry_at; /* after a failed compaction */
-	int broken;	/* -errno: a failed write or sync left the file in doubt */
-	uint64_t syncs; /* fdatasync/fsync calls since open (stats) */
+	int broken; /* -errno: a failed write or sync left the file in doubt */
+	/* Group commit: records are numbered as they are written; one
+	 * fdatasync, run with mu released, makes every record written before
+	 * it durable, so appends from several threads share it. */
+	uint64_t appended; /* records written since open */
+	uint64_t synced;   /* records known durable */
+	bool syncing;	   /* a thread is in fdatasync with mu released */
+	uint64_t syncs;	   /* device flushes since open (stats) */
+	uint64_t append_syncs; /* of which fdatasyncs of appends (tests) */
 };
 
 void journal_options_defaults(struct journal_options *o)
@@ -175,6 +184,7 @@ static int append_locked(struct journal *j, const uint8_t *buf, size_t len)
 		return rc;
 	}
 	j->size += len;
+	j->appended++;
 	return 0;
 }
 
@@ -192,18 +202,42 @@ static int append_record_locked(struct journal *j, const struct journal_record *
 	return rc;
 }
 
-static int sync_locked(struct journal *j)
+/* Returns once the first `upto` records written are durable. The first
+ * thread to need a sync runs it for every record written so far, with mu
+ * released so that others append meanwhile; they wait for it, and one of
+ * them then syncs for all that came after. */
+static int sync_upto_locked(struct journal *j, uint64_t upto)
 {
-	if (j->broken)
-		return j->broken;
-	j->syncs++;
-	if (fdatasync(j->fd)) {
+	while (!j->broken && j->synced < upto) {
+		if (j->syncing) {
+			pthread_cond_wait(&j->synced_cv, &j->mu);
+			continue;
+		}
+		uint64_t target = j->appended;
+		int fd = j->fd; /* compaction waits for !syncing to replace it */
+		j->syncing = true;
+		pthread_mutex_unlock(&j->mu);
+		if (journal_sync_delay_us)
+			usleep(journal_sync_delay_us);
+		int rc = fdatasync(fd);
+		pthread_mutex_lock(&j->mu);
+		j->syncing = false;
+		j->syncs++;
+		j->append_syncs++;
 		/* After a failed sync nothing written can be trusted to be on
 		 * disk: refuse further appends rather than pretend. */
-		j->broken = -EIO;
-		return -EIO;
+		if (rc)
+			j->broken = -EIO;
+		else if (target > j->synced)
+			j->synced = target;
+		pthread_cond_broadcast(&j->synced_cv);
 	}
-	return 0;
+	return j->broken;
+}
+
+static int sync_locked(struct journal *j)
+{
+	return sync_upto_locked(j, j->appended);
 }
 
 /* --- compaction ---------------------------------------------------------*/
@@ -222,6 +256,9 @@ static int compact_locked(struct journal *j)
 	char newpath[PATH_MAX];
 	struct journal_state st;
 	uint64_t size = 0;
+	/* A group sync in flight uses j->fd, which this replaces. */
+	while (j->syncing)
+		pthread_cond_wait(&j->synced_cv, &j->mu);
 	int rc = journal_state_records(&j->st, &recs, &n);
 	if (rc)
 		return rc;
@@ -273,6 +310,7 @@ static int compact_locked(struct journal *j)
 	close(j->fd);
 	j->fd = fd;
 	j->size = size;
+	j->synced = j->appended; /* the state of every record, fsynced */
 	journal_state_clear(&j->st);
 	j->st = st;
 out:
@@ -280,10 +318,21 @@ out:
 	return rc;
 }
 
+static bool compact_due(const struct journal *j)
+{
+	return j->opt.compact_bytes && j->size > j->opt.compact_bytes &&
+	       j->size >= j->compact_retry_at && !j->broken;
+}
+
 static void maybe_compact_locked(struct journal *j)
 {
-	if (!j->opt.compact_bytes || j->size <= j->opt.compact_bytes ||
-	    j->size < j->compact_retry_at || j->broken)
+	if (!compact_due(j))
+		return;
+	/* Waiting for a group sync releases mu: another thread may have
+	 * compacted meanwhile. */
+	while (j->syncing)
+		pthread_cond_wait(&j->synced_cv, &j->mu);
+	if (!compact_due(j))
 		return;
 	if (compact_locked(j))
 		j->compact_retry_at = j->size + j->opt.compact_bytes / 4;
@@ -407,6 +456,9 @@ static int replay(struct journal *j, struct journal_open_report *rep)
 	journal_scan(j->fd, replay_one, &j->st, &res);
 	rep->records = res.records;
 	j->size = res.good_bytes;
+	/* Written, not known durable (a daemon that crashed may have left
+	 * them in the page cache only): the first sync covers them too. */
+	j->appended = res.records;
 	switch (res.end) {
 	case JOURNAL_SCAN_WHOLE:
 		return 0;
@@ -482,6 +534,7 @@ int journal_open(const struct journal_options *o, struct journal **out,
 	j->opt.dir = NULL;
 	journal_state_init(&j->st, o->max_runs);
 	pthread_mutex_init(&j->mu, NULL);
+	pthread_cond_init(&j->synced_cv, NULL);
 	j->dir = realpath(o->dir, NULL);
 	if (!j->dir) {
 		rc = fail(rep, -errno, "%s: %s", o->dir, strerror(errno));
@@ -500,7 +553,12 @@ int journal_open(const struct journal_options *o, struct journal **out,
 	int reg = journal_registry_add(j->dir);
 	if ((rc = replay(j, rep)))
 		goto err;
-	if ((rc = mark_unknown(j, &rep->unknown_marked))) {
+	pthread_mutex_lock(&j->mu); /* the sync releases and retakes it */
+	rc = mark_unknown(j, &rep->unknown_marked);
+	if (!rc)
+		maybe_compact_locked(j);
+	pthread_mutex_unlock(&j->mu);
+	if (rc) {
 		rc = fail(rep, rc, "%s: cannot record the unknown outcomes: %s", j->path,
 			  strerror(-rc));
 		goto err;
@@ -508,7 +566,6 @@ int journal_open(const struct journal_options *o, struct journal **out,
 	if (reg && !rep->message[0])
 		fail(rep, 0, "could not register %s in the journal registry: %s", j->dir,
 		     strerror(-reg));
-	maybe_compact_locked(j);
 	*out = j;
 	return 0;
 err:
@@ -526,6 +583,7 @@ void journal_close(struct journal *j)
 		close(j->lockfd);
 	journal_state_clear(&j->st);
 	pthread_mutex_destroy(&j->mu);
+	pthread_cond_destroy(&j->synced_cv);
 	free(j->dir);
 	free(j);
 }
@@ -545,11 +603,14 @@ int journal_append(struct journal *j, const struct journal_record *r, bool durab
 		return rc;
 	pthread_mutex_lock(&j->mu);
 	rc = append_locked(j, buf, len);
-	if (!rc && durable && j->opt.sync)
-		rc = sync_locked(j);
 	if (!rc) {
+		/* Applied in file order, before the sync: if the sync fails
+		 * the journal is broken and this state is never written. */
+		uint64_t mine = j->appended;
 		journal_state_apply(&j->st, &rec);
 		maybe_compact_locked(j);
+		if (durable && j->opt.sync)
+			rc = sync_upto_locked(j, mine);
 	}
 	pthread_mutex_unlock(&j->mu);
 	free(buf);
@@ -590,6 +651,14 @@ int journal_compact(struct journal *j)
 	return rc;
 }
 
+uint64_t journal_append_syncs(struct journal *j)
+{
+	pthread_mutex_lock(&j->mu);
+	uint64_t n = j->append_syncs;
+	pthread_mutex_unlock(&j->mu);
+	return n;
+}
+
 uint64_t journal_syncs(struct journal *j)
 {
 	pthread_mutex_lock(&j->mu);
@@ -605,3 +674,4 @@ uint64_t journal_size(struct journal *j)
 	pthread_mutex_unlock(&j->mu);
 	return size;
 }
+

@@ -246,9 +246,11 @@ void journal_close(struct journal *j);
 
 /* Appends r (time_ms 0 = now) and applies it to the live state. With
  * durable, returns only once the record is on disk (fdatasync). Thread
- * safe. May compact. Returns 0 or -errno: -EFBIG for a record over 64 MiB
- * (keep large outputs in files); after a failed fdatasync every later
- * append fails with -EIO (what reached the disk is no longer known). */
+ * safe: durable appends from several threads share one fdatasync (group
+ * commit), run without the journal's lock. May compact. Returns 0 or
+ * -errno: -EFBIG for a record over 64 MiB (keep large outputs in files);
+ * after a failed fdatasync every later append fails with -EIO (what
+ * reached the disk is no longer known). */
 int journal_append(struct journal *j, const struct journal_record *r, bool durable);
 
 /* Makes every earlier append durable (an append made without durable is

@@ -86,6 +86,13 @@ void journal_scan(int fd, journal_scan_fn fn, void *ctx, struct journal_scan_res
  * step N (the test runs it in a child process). 0 = off. */
 extern int journal_crash_step;
 
+/* Group commit: when nonzero, each fdatasync of an append is preceded by a
+ * sleep of this many microseconds (a slow disk, so that appends from other
+ * threads pile up behind it). journal_append_syncs counts the fdatasyncs
+ * made for appends (journal_syncs adds those of compactions). */
+extern unsigned journal_sync_delay_us;
+uint64_t journal_append_syncs(struct journal *j);
+
 /* Helpers shared by the file code. */
 uint64_t journal_now_ms(void);
 int journal_fsync_dir(const char *dir);

@@ -3,6 +3,7 @@
  *
  *   bench_append [DIR]   (default: a scratch directory under $TMPDIR)
  */
+#include <pthread.h>
 #include <time.h>
 
 #include "jtest.h"
@@ -60,6 +61,62 @@ static void run(const char *base, const char *name, bool sync, int n, size_t out
 	free(out);
 }
 
+struct appender {
+	struct journal *j;
+	int id, n;
+};
+
+static void *append_durably(void *arg)
+{
+	struct appender *a = arg;
+	char sb[32];
+	snprintf(sb, sizeof(sb), "bench-sandbox-%d", a->id);
+	for (int i = 0; i < a->n; i++) {
+		struct journal_record r = {.kind = JOURNAL_EXEC_INTENT,
+					   .sandbox = sb,
+					   .seq = (uint64_t)i + 1,
+					   .command = (char *)"make -j4 test",
+					   .timeout_s = 60};
+		if (journal_append(a->j, &r, true)) {
+			fprintf(stderr, "append failed\n");
+			exit(1);
+		}
+	}
+	return NULL;
+}
+
+/* Durable appends from several threads at once (several commands or
+ * uploads in flight). */
+static void run_threads(const char *base, const char *name, int threads, int n)
+{
+	char dir[4096];
+	struct journal_options o;
+	struct journal_open_report rep;
+	struct journal *j;
+	pthread_t th[64];
+	struct appender a[64];
+
+	snprintf(dir, sizeof(dir), "%s/%s", base, name);
+	journal_options_defaults(&o);
+	o.dir = dir;
+	o.compact_bytes = 1ull << 40;
+	if (journal_open(&o, &j, &rep)) {
+		fprintf(stderr, "open %s: %s\n", dir, rep.message);
+		exit(1);
+	}
+	double t0 = now_s();
+	for (int i = 0; i < threads; i++) {
+		a[i] = (struct appender){j, i, n};
+		pthread_create(&th[i], NULL, append_durably, &a[i]);
+	}
+	for (int i = 0; i < threads; i++)
+		pthread_join(th[i], NULL);
+	double dt = now_s() - t0;
+	printf("%-28s sync=on  %7d records in %6.3f s: %9.0f records/s (%d threads)\n",
+	       name, threads * n, dt, threads * n / dt, threads);
+	journal_close(j);
+}
+
 int main(int argc, char **argv)
 {
 	char *base = argc > 1 ? strdup(argv[1]) : jt_tmpdir();
@@ -68,6 +125,7 @@ int main(int argc, char **argv)
 	run(base, "exec-intent-nosync", false, 200000, 0);
 	run(base, "exec-result-4KiB", true, 1000, 4096);
 	run(base, "exec-result-4KiB-nosync", false, 50000, 4096);
+	run_threads(base, "exec-intent-8-threads", 8, 250);
 	if (argc <= 1)
 		jt_rm_rf(base);
 	free(base);

@@ -462,6 +462,108 @@ static void test_threads(void)
 	journal_close(j);
 }
 
+struct group_worker {
+	struct journal *j;
+	int id;
+	bool results; /* each intent followed by its result, durably too */
+	int failed;
+};
+
+static void *durable_appender(void *arg)
+{
+	struct group_worker *w = arg;
+	char sb[16];
+	snprintf(sb, sizeof(sb), "g%d", w->id);
+	for (uint64_t q = 1; q <= 200; q++) {
+		struct journal_record r = {.kind = JOURNAL_EXEC_INTENT,
+					   .sandbox = sb,
+					   .seq = q,
+					   .command = (char *)"make -j4 test"};
+		if (journal_append(w->j, &r, true))
+			w->failed++;
+		if (!w->results)
+			continue;
+		r = (struct journal_record){.kind = JOURNAL_EXEC_RESULT,
+					    .sandbox = sb,
+					    .seq = q,
+					    .exit_code = (int)(q % 3),
+					    .out = jt_inline("ok\n", 3)};
+		if (journal_append(w->j, &r, true))
+			w->failed++;
+		free(r.out.data);
+	}
+	return NULL;
+}
+
+/* 8 threads append durably at once: appends share fdatasyncs, and every
+ * record is there after a reopen, also with compactions swapping the file
+ * between the syncs. */
+static void group_commit(const char *name, bool results, size_t max_runs,
+			 uint64_t compact)
+{
+	char *dir = jt_strdup(path_in(root, name));
+	struct journal_open_report rep;
+	int rc;
+	enum { THREADS = 8 };
+	size_t appends = THREADS * 200 * (results ? 2 : 1);
+
+	struct journal *j = open_dir(dir, &rep, &rc, max_runs, compact);
+	CHECK_EQ(rc, 0);
+	/* A slow disk, so that the appends of the other threads queue up
+	 * behind each sync however fast this one is. */
+	journal_sync_delay_us = 500;
+	pthread_t th[THREADS];
+	struct group_worker w[THREADS];
+	for (int i = 0; i < THREADS; i++) {
+		w[i] = (struct group_worker){.j = j, .id = i, .results = results};
+		CHECK_EQ(pthread_create(&th[i], NULL, durable_appender, &w[i]), 0);
+	}
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(th[i], NULL);
+		CHECK_EQ(w[i].failed, 0);
+	}
+	journal_sync_delay_us = 0;
+	uint64_t syncs = journal_append_syncs(j);
+	fprintf(stderr, "group commit %s: %zu durable appends, %llu fdatasyncs\n", name,
+		appends, (unsigned long long)syncs);
+	CHECK(syncs > 0);
+	CHECK(syncs <= appends / 2);
+	struct journal_state live, replayed;
+	CHECK_EQ(journal_snapshot(j, &live), 0);
+	journal_close(j);
+
+	j = open_dir(dir, &rep, &rc, max_runs, compact);
+	CHECK_EQ(rc, 0);
+	CHECK(!rep.torn_tail);
+	if (!compact)
+		CHECK_EQ(rep.records, appends);
+	CHECK_EQ(rep.unknown_marked, results ? 0 : THREADS * 200);
+	CHECK_EQ(journal_snapshot(j, &replayed), 0);
+	CHECK_EQ(replayed.count, THREADS);
+	for (size_t i = 0; i < replayed.count; i++) {
+		struct journal_sandbox *sb = &replayed.sandboxes[i];
+		CHECK_EQ(sb->commands_run, 200);
+		CHECK_EQ(sb->nruns, max_runs < 200 ? max_runs : 200);
+		for (size_t k = 0; k < sb->nruns; k++) {
+			CHECK_EQ(sb->runs[k].seq, 200 - sb->nruns + k + 1);
+			CHECK_EQ(sb->runs[k].status,
+				 results ? JOURNAL_RUN_DONE : JOURNAL_RUN_UNKNOWN);
+		}
+	}
+	if (results)
+		CHECK(journal_state_equal(&live, &replayed));
+	journal_state_clear(&live);
+	journal_state_clear(&replayed);
+	journal_close(j);
+	free(dir);
+}
+
+static void test_group_commit(void)
+{
+	group_commit("group", false, 1000, 0);
+	group_commit("group-compacting", true, 20, 16384);
+}
+
 int main(void)
 {
 	root = jt_tmpdir();
@@ -474,6 +576,7 @@ int main(void)
 	test_dump();
 	test_registry();
 	test_threads();
+	test_group_commit();
 	int rc = check_done("test_file");
 	if (!rc)
 		jt_rm_rf(root);
