@@ -626,7 +626,7 @@ static void workspace_invalidate_pass(struct workspace *ws)
 	for (size_t i = 0; i < ws->dirs.nb && !full; i++)
 		for (struct hlink *l = ws->dirs.b[i]; l && !full; l = l->next) {
 			struct wsdir *d = ws_container_of(l, struct wsdir, h);
-			if (!d->loaded || d->err)
+			if (!d->loaded || d->err || !kernel_may_hold(c, &d->shown_ms))
 				continue;
 			for (size_t k = 0; k < d->n && !full; k++)
 				if (kernel_may_hold(c, &d->ents[k].shown_ms))

@@ -73,6 +73,8 @@ struct wsdir {
 	bool raced;	     /* changed here while fetching: fetch again */
 	uint64_t fetched_ms; /* monotonic; 0 = stale */
 	uint64_t epoch;	     /* ws->epoch at the fetch */
+	uint64_t shown_ms;   /* the newest shown_ms of its entries: a pass
+				skips a directory shown too long ago */
 };
 
 /* --- local metadata the contract has no place for --------------------------*/

@@ -73,7 +73,7 @@ static int lookup(struct workspace *ws, const char *rel, struct wsattr *a)
 	a->is_dir = e->is_dir;
 	a->size = e->size;
 	a->mtime = e->seen;
-	e->shown_ms = ws_now_ms(); /* most lookups answer the kernel */
+	d->shown_ms = e->shown_ms = ws_now_ms(); /* most lookups answer the kernel */
 	if (f && e->is_dir)
 		file_drop_clean(f);
 	else if (f && f->present && f->size != e->size)
@@ -282,7 +282,7 @@ static bool entry_stat(struct workspace *ws, struct wsdir *d, const char *rel,
 		a.size = f->size;
 		a.mtime = f->mtime;
 	}
-	e->shown_ms = ws_now_ms(); /* READDIRPLUS gives the kernel st */
+	d->shown_ms = e->shown_ms = ws_now_ms(); /* READDIRPLUS gives it st */
 	fill_stat(ws, child, &a, st);
 	free(child);
 	return true;
