@@ -129,8 +129,10 @@ static void file_free(struct wsfile *f)
 		close(f->fd);
 	unlink(f->cache_path);
 	c->bytes -= f->size;
-	if (f->dirty || f->pending)
+	if (f->dirty || f->pending) {
 		c->dirty_bytes -= f->size;
+		c->unsaved_files--;
+	}
 	pthread_mutex_destroy(&f->mx);
 	free(f->path);
 	free(f->cache_path);
@@ -191,10 +193,13 @@ void cache_set_state(struct wsfile *f, bool dirty, bool pending)
 	f->dirty = dirty;
 	f->pending = pending;
 	bool is = f->dirty || f->pending;
-	if (was && !is)
+	if (was && !is) {
 		c->dirty_bytes -= f->size;
-	else if (!was && is)
+		c->unsaved_files--;
+	} else if (!was && is) {
 		c->dirty_bytes += f->size;
+		c->unsaved_files++;
+	}
 }
 
 void cache_set_dirty(struct wsfile *f, bool dirty)

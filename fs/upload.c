@@ -353,7 +353,7 @@ out:
 static struct wsfile *next_due(struct wscache *c, uint64_t *wait_ms)
 {
 	struct wsfile *best = NULL;
-	for (struct workspace *ws = c->wss; ws; ws = ws->next) {
+	for (struct workspace *ws = c->unsaved_files ? c->wss : NULL; ws; ws = ws->next) {
 		if (ws->gone)
 			continue;
 		for (struct wsfile *f = ws->all; f; f = f->ws_next)

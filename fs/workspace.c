@@ -368,6 +368,7 @@ int wscache_start(struct wscache *c)
 
 static void workspace_free(struct workspace *ws)
 {
+	pthread_cond_destroy(&ws->inval_cv);
 	while (ws->all) {
 		struct wsfile *f = ws->all;
 		ws->all = f->ws_next;
@@ -410,6 +411,10 @@ static int flush_all(struct wscache *c, struct workspace *only, uint64_t budget_
 	int failed = 0;
 	uint64_t deadline = ws_now_ms() + budget_ms;
 	pthread_mutex_lock(&c->lock);
+	if (!c->unsaved_files) { /* the common case: no walk of every file */
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
 	for (;;) {
 		if (ws_now_ms() > deadline) {
 			for (struct workspace *ws = c->wss; ws; ws = ws->next)
@@ -527,6 +532,7 @@ static struct workspace *ws_get_locked(struct wscache *c, const char *id, const 
 		free(ws);
 		return NULL;
 	}
+	pthread_cond_init(&ws->inval_cv, NULL);
 	ws->next = c->wss;
 	c->wss = ws;
 	return ws;
@@ -560,7 +566,7 @@ void workspace_invalidate(struct workspace *ws)
 	 * while one runs are all covered by the next one (see
 	 * tests/bench/RESULTS.md), which the running caller starts. */
 	while (ws->inval_running && ws->inval_done < mine)
-		pthread_cond_wait(&c->cond, &c->lock);
+		pthread_cond_wait(&ws->inval_cv, &c->lock);
 	if (ws->inval_done >= mine) {
 		pthread_mutex_unlock(&c->lock);
 		return;
@@ -571,10 +577,10 @@ void workspace_invalidate(struct workspace *ws)
 		workspace_invalidate_pass(ws);
 		pthread_mutex_lock(&c->lock);
 		ws->inval_done = covers;
-		pthread_cond_broadcast(&c->cond);
+		pthread_cond_broadcast(&ws->inval_cv);
 	}
 	ws->inval_running = false;
-	pthread_cond_broadcast(&c->cond);
+	pthread_cond_broadcast(&ws->inval_cv);
 	pthread_mutex_unlock(&c->lock);
 }
 

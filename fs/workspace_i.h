@@ -186,6 +186,7 @@ struct workspace {
 	 * write returns the kernel holds nothing older than the command. */
 	bool inval_running;
 	uint64_t inval_asked, inval_done;
+	pthread_cond_t inval_cv; /* inval_done moved (with c->lock) */
 	char *rescue_dir; /* set once data of this gone sandbox was kept */
 };
 
@@ -216,6 +217,7 @@ struct wscache {
 	struct wsfile *lru_head, *lru_tail;
 	uint64_t bytes;	      /* sum of cache file sizes */
 	uint64_t dirty_bytes; /* of which dirty or pending */
+	size_t unsaved_files; /* files dirty or pending: scans skip when 0 */
 	uint64_t name_seq;
 	unsigned int rand_state;
 	uint64_t lost_uploads; /* pending uploads whose cache file vanished */
