@@ -259,6 +259,8 @@ static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **
 						d->ents[i].seen = old[j].seen;
 					/* the kernel may still hold it */
 					d->ents[i].shown_ms = old[j].shown_ms;
+					d->ents[i].shown_dir = old[j].shown_dir;
+					d->ents[i].shown_once = old[j].shown_once;
 					i++;
 					j++;
 				} else if (r < 0) {

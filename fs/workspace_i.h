@@ -60,6 +60,8 @@ struct wsentry {
 	struct timespec seen; /* when this name with this size was first seen */
 	uint64_t shown_ms;    /* last given to the kernel (0: not since the last
 				 invalidation), see workspace_invalidate_pass */
+	bool shown_dir;	      /* the type it was given to the kernel as */
+	bool shown_once;      /* shown_dir is set */
 };
 
 struct wsdir {
@@ -150,6 +152,7 @@ struct wsfile {
 	int last_err;
 	struct timespec mtime;
 	uint64_t shown_ms; /* attributes last given to the kernel, as wsentry */
+	bool shown_once;   /* given to the kernel as a file at least once */
 };
 
 /* What fuse_file_info.fh points to for a workspace file. */

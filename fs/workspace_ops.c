@@ -17,7 +17,25 @@ struct wsattr {
 	bool is_dir;
 	uint64_t size;
 	struct timespec mtime;
+	bool type_changed; /* the kernel was last told the other type */
 };
+
+/* Records that the kernel is told f's attributes now (c->lock held). */
+static void file_shown(struct wsfile *f)
+{
+	f->shown_ms = ws_now_ms();
+	f->shown_once = true;
+}
+
+/* Records that the kernel is told e's attributes now (c->lock held). */
+static void entry_shown(struct wsdir *d, struct wsentry *e, struct wsattr *a)
+{
+	if (a && e->shown_once && e->shown_dir != e->is_dir)
+		a->type_changed = true;
+	d->shown_ms = e->shown_ms = ws_now_ms();
+	e->shown_dir = e->is_dir;
+	e->shown_once = true;
+}
 
 static struct wshandle *handle_of(const struct fuse_file_info *fi)
 {
@@ -73,9 +91,12 @@ static int lookup(struct workspace *ws, const char *rel, struct wsattr *a)
 	a->is_dir = e->is_dir;
 	a->size = e->size;
 	a->mtime = e->seen;
-	d->shown_ms = e->shown_ms = ws_now_ms(); /* most lookups answer the kernel */
-	if (f && e->is_dir)
+	entry_shown(d, e, a); /* most lookups answer the kernel */
+	if (f && e->is_dir) {
+		if (f->shown_once) /* the kernel may hold it as a file */
+			a->type_changed = true;
 		file_drop_clean(f);
+	}
 	else if (f && f->present && f->size != e->size)
 		f->present = false; /* changed on the server: fetch again */
 	return 0;
@@ -83,7 +104,7 @@ live:
 	a->is_dir = false;
 	a->size = f->size;
 	a->mtime = f->mtime;
-	f->shown_ms = ws_now_ms();
+	file_shown(f);
 	return 0;
 }
 
@@ -145,7 +166,7 @@ static void fill_stat(struct workspace *ws, const char *rel, const struct wsattr
 static void fill_file_stat(struct wsfile *f, struct stat *st)
 {
 	struct workspace *ws = f->ws;
-	f->shown_ms = ws_now_ms();
+	file_shown(f);
 	struct wsattr a = {.is_dir = false, .size = f->size, .mtime = f->mtime};
 	if (f->path) {
 		fill_stat(ws, f->path, &a, st);
@@ -192,6 +213,12 @@ int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st,
 	if (rc == 0)
 		fill_stat(ws, rel, &a, st);
 	pthread_mutex_unlock(&c->lock);
+	/* A command turned a file the kernel holds into a directory (or the
+	 * reverse): the kernel would call its inode bad and answer EIO.
+	 * ESTALE makes it look the path up again (once: the type is now
+	 * recorded as shown), and the new lookup makes a new inode. */
+	if (rc == 0 && a.type_changed)
+		return -ESTALE;
 	return rc;
 }
 
@@ -282,7 +309,7 @@ static bool entry_stat(struct workspace *ws, struct wsdir *d, const char *rel,
 		a.size = f->size;
 		a.mtime = f->mtime;
 	}
-	d->shown_ms = e->shown_ms = ws_now_ms(); /* READDIRPLUS gives it st */
+	entry_shown(d, e, NULL); /* READDIRPLUS gives the kernel st */
 	fill_stat(ws, child, &a, st);
 	free(child);
 	return true;
@@ -573,7 +600,7 @@ int workspace_create(struct workspace *ws, const char *rel, mode_t mode,
 	}
 	f->present = true;
 	f->remote_exists = false;
-	f->shown_ms = ws_now_ms(); /* the create reply carries its attributes */
+	file_shown(f); /* the create reply carries its attributes */
 	cache_set_dirty(f, true); /* even empty, it is uploaded at close */
 	f->wgen++;
 	f->opens++;

@@ -148,3 +148,19 @@ def test_read_only_closes_and_ctl_writes_send_no_flush(cached_debug):
     (ws / "w.txt").write_bytes(b"written")
     assert m.output().count("opcode: FLUSH") > before
     assert sget(url, "w.txt") == b"written"
+
+
+def test_a_name_a_command_turned_into_another_type(cached):
+    m, sb, url = cached
+    ws = sb / "workspace"
+    (ws / "f").write_text("file\n")
+    os.mkdir(ws / "d")
+    assert os.path.isfile(ws / "f") and os.path.isdir(ws / "d")
+    run(sb, "rm f && mkdir f && rm -r d && printf y > d")
+    # the kernel held f as a file and d as a directory: no EIO, the new types
+    assert os.path.isdir(ws / "f")
+    assert os.path.isfile(ws / "d")
+    assert (ws / "d").read_bytes() == b"y"
+    assert os.listdir(ws / "f") == []
+    (ws / "f" / "in").write_text("in f\n")
+    assert sget(url, "f/in") == b"in f\n"
