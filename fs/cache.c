@@ -24,6 +24,12 @@ struct wsfile *file_find(struct workspace *ws, const char *path)
 	return l ? ws_container_of(l, struct wsfile, h) : NULL;
 }
 
+void file_expire_after_command(struct wsfile *f)
+{
+	if (f->present && !f->dirty && !f->pending && f->epoch != f->ws->epoch)
+		f->present = false;
+}
+
 bool file_live(const struct wsfile *f)
 {
 	return f->refs > 0 || f->dirty || f->pending;
@@ -351,13 +357,7 @@ int cache_fetch_run(struct wsfetch *fe)
 	enum backend_status st = backend_file_get_progress(
 	    c->cfg.backend, fe->url, fe->path, fd, fetch_progress, fe, &got, &err);
 	bool stopping = __atomic_load_n(&c->fetch_stop, __ATOMIC_SEQ_CST);
-	int rc = 0;
-	if (st == BACKEND_NOT_FOUND)
-		rc = -ENOENT;
-	else if (st == BACKEND_BAD_ANSWER)
-		rc = -EIO;
-	else if (st != BACKEND_OK)
-		rc = -ws_backend_errno(st);
+	int rc = st == BACKEND_OK ? 0 : -ws_backend_errno(st);
 	if (rc < 0) {
 		if (st != BACKEND_NOT_FOUND && !stopping)
 			ws_log(ws, "download failed: %s", err.message);
@@ -458,12 +458,7 @@ static bool interrupted_wait(struct wsfetch *fe, struct wscache *c)
 	if (fuse_interrupted())
 		return true;
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_nsec += 100 * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	ws_deadline_in(&ts, 100);
 	pthread_cond_timedwait(&fe->cond, &c->lock, &ts);
 	return false;
 }
@@ -522,9 +517,7 @@ int cache_fetch(struct wsfile *f)
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&c->lock);
-	/* A download that started before a command is of the old content. */
-	if (f->present && !f->dirty && !f->pending && f->epoch != ws->epoch)
-		f->present = false;
+	file_expire_after_command(f); /* a download before it brought old bytes */
 	bool present = f->present;
 	pthread_mutex_unlock(&c->lock);
 	if (present)

@@ -191,10 +191,8 @@ static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **
 		if (!d->fetching)
 			break;
 		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += 1;
-		pthread_cond_timedwait(&c->cond, &c->lock,
-				       &ts); /* cond uses CLOCK_MONOTONIC */
+		ws_deadline_in(&ts, 1000);
+		pthread_cond_timedwait(&c->cond, &c->lock, &ts);
 	}
 	if (!ws->url) {
 		*out = d;

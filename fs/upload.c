@@ -380,13 +380,7 @@ void *upload_thread(void *arg)
 		struct wsfile *f = next_due(c, &wait_ms);
 		if (!f) {
 			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_sec += (time_t)(wait_ms / 1000);
-			ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
+			ws_deadline_in(&ts, wait_ms);
 			pthread_cond_timedwait(&c->cond, &c->lock, &ts);
 			continue;
 		}

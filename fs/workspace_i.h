@@ -232,6 +232,9 @@ struct wscache {
 /* --- helpers shared by the files ------------------------------------------*/
 
 uint64_t ws_now_ms(void); /* monotonic */
+/* *ts = ms from now on CLOCK_MONOTONIC, the clock of c->cond and of a
+ * download's cond, for pthread_cond_timedwait. */
+void ws_deadline_in(struct timespec *ts, uint64_t ms);
 int ws_check_path(const char *rel);
 /* ws_check_path, and hidden machinery of the root is not there (ENOENT). */
 int ws_check(const struct workspace *ws, const char *rel);
@@ -272,6 +275,9 @@ void meta_move(struct workspace *ws, const char *from, const char *to);
 
 /* cache.c (c->lock held unless said otherwise) */
 struct wsfile *file_find(struct workspace *ws, const char *path);
+/* A clean copy fetched before the last command is not the content any
+ * more: it is fetched again at its next use. */
+void file_expire_after_command(struct wsfile *f);
 /* adopt: an existing cache file to take over (restore), or NULL: then a
  * new empty cache file, left open for the caller's file_ref. */
 struct wsfile *file_new(struct workspace *ws, const char *path, const char *adopt);

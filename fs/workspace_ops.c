@@ -429,8 +429,8 @@ static int file_for(struct workspace *ws, const char *rel, struct wsfile **out)
 		if (!f)
 			return -EIO;
 		f->remote_exists = true;
-	} else if (!f->dirty && !f->pending && f->present && f->epoch != ws->epoch) {
-		f->present = false; /* a command ran since: fetch again */
+	} else {
+		file_expire_after_command(f);
 	}
 	rc = file_ref(f);
 	if (rc < 0)
@@ -463,9 +463,7 @@ static int content_open(struct wsfile *f, struct wsfetch **fe, bool *fetched)
 			return 0;
 		}
 		if (!cur) {
-			/* A command ran since it was fetched: fetch again. */
-			if (f->present && !f->dirty && !f->pending && f->epoch != ws->epoch)
-				f->present = false;
+			file_expire_after_command(f);
 			if (f->present) {
 				pthread_mutex_unlock(&c->lock);
 				return 0;
