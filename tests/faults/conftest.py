@@ -43,11 +43,8 @@ def _time_limit(request):
 
 @pytest.fixture
 def orch(tmp_path):
-    (tmp_path / "orch").mkdir()
-    s = sbx.Server(orchestrator=True, faults=True, tmp=tmp_path / "orch")
-    s.start()
-    yield s
-    s.cleanup()
+    with sbx.local_orchestrator(tmp_path) as s:
+        yield s
 
 
 class Mounts:

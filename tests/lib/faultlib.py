@@ -23,15 +23,8 @@ import time
 import sbx
 
 
-def sandbox_url(orch, sid):
-    r = orch.client().sandbox(sid)
-    assert r.status == 200, r.status
-    return r.json()["url"]
-
-
-def executed(orch, sid):
-    return [c if isinstance(c, str) else c.get("command")
-            for c in sbx.log(sandbox_url(orch, sid))]
+sandbox_url = sbx.sandbox_url
+executed = sbx.executed
 
 
 class Timer:

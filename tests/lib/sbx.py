@@ -384,6 +384,26 @@ def start_server(**kw):
     return Server(**kw).start()
 
 
+def local_orchestrator(tmp):
+    """The mounted tests' orchestrator: fault routes on, its state in
+    tmp/orch. Use it as a context manager: `with local_orchestrator(t) as o`."""
+    (tmp / "orch").mkdir(exist_ok=True)
+    return Server(orchestrator=True, faults=True, tmp=tmp / "orch")
+
+
+def sandbox_url(orch, sid):
+    """The URL of a sandbox, from the orchestrator (never print it)."""
+    r = orch.client().sandbox(sid)
+    assert r.status == 200, r.status
+    return r.json()["url"]
+
+
+def executed(orch, sid):
+    """Commands the sandbox's /execute received, oldest first."""
+    return [c if isinstance(c, str) else c.get("command")
+            for c in log(sandbox_url(orch, sid))]
+
+
 # --- shortcuts taking a URL ---
 def execute(url, command, timeout_seconds=None, token=None):
     return Client(url, token).execute(command, timeout_seconds)

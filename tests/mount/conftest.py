@@ -26,11 +26,8 @@ def _time_limit(request):
 
 @pytest.fixture
 def orch(tmp_path):
-    (tmp_path / "orch").mkdir()
-    s = sbx.Server(orchestrator=True, faults=True, tmp=tmp_path / "orch")
-    s.start()
-    yield s
-    s.cleanup()
+    with sbx.local_orchestrator(tmp_path) as s:
+        yield s
 
 
 @pytest.fixture
@@ -52,14 +49,6 @@ def sandbox(mnt):
     return d
 
 
-def sandbox_url(orch, sid):
-    """The URL of a sandbox, from the orchestrator (never print it)."""
-    r = orch.client().sandbox(sid)
-    assert r.status == 200, r.status
-    return r.json()["url"]
-
-
-def executed(orch, sid):
-    """Commands the sandbox's /execute received, oldest first."""
-    return [c if isinstance(c, str) else c.get("command")
-            for c in sbx.log(sandbox_url(orch, sid))]
+# the tests import these from here
+sandbox_url = sbx.sandbox_url
+executed = sbx.executed
