@@ -281,6 +281,12 @@ int main(int argc, char *argv[])
 		goto out_args;
 	if (!m->opt.no_auto_unmount)
 		fuse_opt_add_arg(&args, "-oauto_unmount");
+	/* Other users may come in: the kernel checks the modes shown, so
+	 * ctl, .sandboxfs/ctl, timeout and every workspace file stay
+	 * writable by the mounting user only (the daemon never looks at the
+	 * caller's uid itself). */
+	if (m->opt.other_users)
+		fuse_opt_add_arg(&args, "-odefault_permissions");
 	fuse_opt_add_arg(&args, "-osubtype=sandboxfs");
 	fuse_opt_add_arg(&args, "-ofsname=sandboxfs");
 	/* fuse_new checks the remaining options before anything starts */

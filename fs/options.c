@@ -24,6 +24,7 @@ enum {
 	KEY_DISCARD,
 	KEY_HELP,
 	KEY_VERSION,
+	KEY_OTHER_USERS,
 };
 
 static const struct fuse_opt fs_opt_table[] = {
@@ -32,12 +33,11 @@ static const struct fuse_opt fs_opt_table[] = {
     OPT("server=%s", server, 0), OPT("timeout=%d", timeout, 0),
     OPT("listing_ttl=%d", listing_ttl_ms, 0), OPT("attr_timeout=%lf", attr_timeout, 0),
     OPT("cache_max=%s", cache_max, 0), OPT("max_runs=%d", max_runs, 0),
-    OPT("journal_max=%s", journal_max, 0),
-    OPT("max_threads=%d", max_threads, 0), OPT("show_machinery", show_machinery, 1),
-    OPT("no_auto_unmount", no_auto_unmount, 1), OPT("repair_journal", repair_journal, 1),
-    OPT("--local", local, 1), OPT("local", local, 1), OPT("nonempty", nonempty, 1),
-    OPT("--check", check, 1), OPT("--dump-journal %s", dump_journal, 0),
-    OPT("--dump-journal=%s", dump_journal, 0),
+    OPT("journal_max=%s", journal_max, 0), OPT("max_threads=%d", max_threads, 0),
+    OPT("show_machinery", show_machinery, 1), OPT("no_auto_unmount", no_auto_unmount, 1),
+    OPT("repair_journal", repair_journal, 1), OPT("--local", local, 1),
+    OPT("local", local, 1), OPT("nonempty", nonempty, 1), OPT("--check", check, 1),
+    OPT("--dump-journal %s", dump_journal, 0), OPT("--dump-journal=%s", dump_journal, 0),
     /* fstab and mount(8) noise: accepted and ignored */
     FUSE_OPT_KEY("_netdev", KEY_DISCARD), FUSE_OPT_KEY("auto", KEY_DISCARD),
     FUSE_OPT_KEY("noauto", KEY_DISCARD), FUSE_OPT_KEY("user", KEY_DISCARD),
@@ -45,7 +45,10 @@ static const struct fuse_opt fs_opt_table[] = {
     FUSE_OPT_KEY("nofail", KEY_DISCARD), FUSE_OPT_KEY("rw", KEY_DISCARD),
     FUSE_OPT_KEY("defaults", KEY_DISCARD), FUSE_OPT_KEY("-h", KEY_HELP),
     FUSE_OPT_KEY("--help", KEY_HELP), FUSE_OPT_KEY("-V", KEY_VERSION),
-    FUSE_OPT_KEY("--version", KEY_VERSION), FUSE_OPT_END};
+    FUSE_OPT_KEY("--version", KEY_VERSION),
+    /* recorded, and kept for libfuse */
+    FUSE_OPT_KEY("allow_other", KEY_OTHER_USERS),
+    FUSE_OPT_KEY("allow_root", KEY_OTHER_USERS), FUSE_OPT_END};
 
 static int fs_opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
@@ -60,6 +63,9 @@ static int fs_opt_proc(void *data, const char *arg, int key, struct fuse_args *o
 	case KEY_VERSION:
 		o->show_version = 1;
 		return 0;
+	case KEY_OTHER_USERS:
+		o->other_users = 1;
+		return 1;
 	case FUSE_OPT_KEY_NONOPT:
 		/* [SOURCE] MOUNTPOINT, as mount.fuse3 runs "sandboxfs SOURCE
 		 * MOUNTPOINT -o opts": with two, the first is the source */
@@ -170,7 +176,8 @@ int fs_options_parse(struct fuse_args *args, struct fs_options *o)
 	if (o->journal_max) {
 		o->journal_max_bytes = fs_parse_size(o->journal_max);
 		if (o->journal_max_bytes < 4096) {
-			fprintf(stderr, "sandboxfs: journal_max: a size of at least 4K: %s\n",
+			fprintf(stderr,
+				"sandboxfs: journal_max: a size of at least 4K: %s\n",
 				o->journal_max);
 			return -1;
 		}
@@ -241,7 +248,10 @@ void fs_options_help(const char *prog)
 	    "    -o server=PATH         sandbox-server binary for --local (default: env\n"
 	    "                           SANDBOXFS_SERVER, beside sandboxfs, then PATH)\n"
 	    "    -o allow_other         let other users in (off; needs "
-	    "user_allow_other)\n"
+	    "user_allow_other);\n"
+	    "                           the kernel then enforces the modes shown\n"
+	    "                           (default_permissions): control files and\n"
+	    "                           workspace files stay writable by you only\n"
 	    "    -o nonempty            mount over a non-empty directory (off: refused)\n"
 	    "    -o local               same as --local, for fstab (off)\n"
 	    "    --local                start the local orchestrator (sandbox-server) "

@@ -23,8 +23,8 @@ struct fs_options {
 	double attr_timeout; /* -o attr_timeout=SECONDS, default 1 */
 	char *cache_max;     /* -o cache_max=SIZE (K, M, G suffixes), 1G */
 	uint64_t cache_max_bytes;
-	int max_runs;	     /* -o max_runs=N, default 100 */
-	char *journal_max;   /* -o journal_max=SIZE: compaction threshold, 16M */
+	int max_runs;	   /* -o max_runs=N, default 100 */
+	char *journal_max; /* -o journal_max=SIZE: compaction threshold, 16M */
 	uint64_t journal_max_bytes;
 	int max_threads;     /* -o max_threads=N, default 64 */
 	int show_machinery;  /* -o show_machinery */
@@ -32,6 +32,7 @@ struct fs_options {
 	int repair_journal;  /* -o repair_journal: cut at the first damage */
 	int local;	     /* --local, -o local, or SOURCE "local" */
 	int nonempty;	     /* -o nonempty: mount over a non-empty directory */
+	int other_users;     /* -o allow_other or allow_root: others may enter */
 	char *source;	     /* SOURCE of "sandboxfs [SOURCE] MOUNTPOINT" */
 	int check;	     /* --check */
 	char *dump_journal;  /* --dump-journal=DIR */

@@ -263,3 +263,55 @@ def test_tls_peer_verified_by_default(mounts, tmp_path):
     finally:
         f.stop()
     mounts.allow += [r"."]
+
+
+def test_allow_other_enforces_the_modes_shown(orch):
+    """With allow_other another user may read what is readable by all, and
+    may write nothing that is not theirs: ctl, .sandboxfs/ctl, timeout and
+    a 0644 workspace file answer EACCES, and nothing reaches the server."""
+    if os.getuid() != 0:
+        pytest.skip("needs root to switch to nobody")
+    top = tempfile.mkdtemp(prefix="sbxfs-other-")
+    try:
+        os.chmod(top, 0o755)
+        mp = os.path.join(top, "mnt")
+        os.mkdir(mp)
+        os.chmod(mp, 0o755)
+        m = mount.Mount(top, server=orch, mountpoint=mp, state=os.path.join(top, "state"),
+                        opts=["allow_other"])
+        with m:
+            os.mkdir(m.path("shared"))
+            url = sandbox_url(orch, "shared")
+            ws = m.path("shared", "workspace")
+            assert write_file(ws / "f.txt", b"mine\n") == (0, 0)
+            st = os.stat(ws / "f.txt")
+            assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o644)
+            # reading what is readable by all works for nobody
+            p = as_nobody("cat", f"{mp}/shared/workspace/f.txt")
+            assert (p.returncode, p.stdout) == (0, "mine\n"), p.stderr
+            p = as_nobody("cat", f"{mp}/shared/status")
+            assert p.returncode == 0, p.stderr
+            writes = {
+                "ctl": f"echo id > {mp}/shared/ctl",
+                "mctl": f"echo 'detach shared' > {mp}/.sandboxfs/ctl",
+                "timeout": f"echo 5 > {mp}/shared/timeout",
+                "file": f"echo theirs > {mp}/shared/workspace/f.txt",
+                "append": f"echo theirs >> {mp}/shared/workspace/f.txt",
+                "create": f"echo new > {mp}/shared/workspace/new.txt",
+                "rm": f"rm -f {mp}/shared/workspace/f.txt",
+            }
+            for what, cmd in writes.items():
+                p = as_nobody("sh", "-c", cmd)
+                assert p.returncode != 0, what
+                assert "Permission denied" in p.stderr, (what, p.stderr)
+            # nothing changed, on the mount or on the server
+            assert fl.executed(orch, "shared") == []
+            r = sbx.get(url, "f.txt")
+            assert (r.status, r.body) == (200, b"mine\n")
+            assert mount.read(m.path("shared", "timeout")).strip() == "60"
+            assert os.path.isdir(m.path("shared"))
+            # the owner is not affected
+            assert ctl(m.path("shared", "ctl"), "echo ok")[0] == 0
+        m.check_log()
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
