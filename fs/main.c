@@ -18,6 +18,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -106,6 +108,49 @@ static int fs_prepare_state(struct fs_mount *m)
 	return m->state_dir ? 0 : -1;
 }
 
+/* The daemon's memory holds the token and every sandbox URL: no core
+ * file, and no other process of the same user reads or traces it (as
+ * ssh-agent does), unless -d asks for a debuggable daemon. */
+static void fs_protect_memory(const struct fs_options *o)
+{
+	if (o->debug)
+		return;
+	struct rlimit no_core = {0, 0};
+	if (setrlimit(RLIMIT_CORE, &no_core) < 0)
+		fs_log("warning: cannot turn core files off: %s", strerror(errno));
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		fs_log("warning: cannot make the daemon non-dumpable: %s",
+		       strerror(errno));
+}
+
+/* A token file others can read is refused, as ssh refuses such a key:
+ * the token lets anyone create and delete sandboxes. 0 or -1 (printed). */
+static int fs_check_token_file_mode(const char *path, int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		fs_log("token_file %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		fs_log("token_file %s: not a regular file", path);
+		return -1;
+	}
+	if (st.st_mode & 077) {
+		fs_log("token_file %s: mode %04o lets others read the token; "
+		       "make it private: chmod 600 %s",
+		       path, (unsigned)(st.st_mode & 07777), path);
+		return -1;
+	}
+	if (st.st_uid != getuid() && st.st_uid != 0) {
+		fs_log("token_file %s: owned by uid %u, not by you (uid %u) or root; "
+		       "use a file of your own",
+		       path, (unsigned)st.st_uid, (unsigned)getuid());
+		return -1;
+	}
+	return 0;
+}
+
 /* The bearer token: token_file, else env SANDBOXFS_TOKEN. Never printed. */
 static int fs_read_token(struct fs_mount *m)
 {
@@ -113,6 +158,10 @@ static int fs_read_token(struct fs_mount *m)
 		int fd = open(m->opt.token_file, O_RDONLY | O_CLOEXEC);
 		if (fd < 0) {
 			fs_log("token_file %s: %s", m->opt.token_file, strerror(errno));
+			return -1;
+		}
+		if (fs_check_token_file_mode(m->opt.token_file, fd) < 0) {
+			close(fd);
 			return -1;
 		}
 		char buf[4096];
@@ -239,6 +288,7 @@ int main(int argc, char *argv[])
 		ret = 2;
 		goto out_args;
 	}
+	fs_protect_memory(&m->opt);
 	if (m->opt.show_help) {
 		fs_options_help(argv[0]);
 		ret = 0;

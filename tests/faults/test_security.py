@@ -5,6 +5,7 @@ own files; without allow_other another user gets EACCES; TLS peers are
 verified by default.
 """
 import errno
+import grp
 import json
 import os
 import shutil
@@ -315,3 +316,55 @@ def test_allow_other_enforces_the_modes_shown(orch):
         m.check_log()
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604])
+def test_token_file_readable_by_others_is_refused(orch, tmp_path, mode):
+    """As ssh refuses a private key others can read: the error names the
+    file and the mode to set, never the token, and nothing is mounted."""
+    leaky = tmp_path / "leaky-token"
+    leaky.write_text(orch.token + "\n")
+    os.chmod(leaky, mode)
+    m = mount.Mount(tmp_path, server=orch, opts=[f"token_file={leaky}"])
+    rc, out = m.run_daemon()
+    assert rc != 0
+    assert str(leaky) in out and "chmod 600" in out and f"{mode:04o}" in out, out
+    assert orch.token not in out
+    # the same token in a private file mounts
+    os.chmod(leaky, 0o600)
+    with mount.Mount(tmp_path, server=orch, opts=[f"token_file={leaky}"]) as m2:
+        os.mkdir(m2.path("tok"))
+        assert ctl(m2.path("tok", "ctl"), "echo ok")[0] == 0
+    m2.check_log()
+
+
+class MountAsGroup(mount.Mount):
+    """The daemon run as root with another real and effective group, so
+    that /proc shows whether it is dumpable: the kernel gives a
+    non-dumpable process's /proc/PID files to root:root. allow_other,
+    because FUSE lets in only the mounting user's own group otherwise."""
+
+    def command(self):
+        return ["setpriv", "--regid=nogroup", "--clear-groups", "--"] + super().command()
+
+
+def test_daemon_memory_is_private_unless_debugging(orch, tmp_path):
+    """No core file and no reading or tracing of the daemon by other
+    processes of the same user (the token and the sandbox URLs are in its
+    memory); -d keeps it debuggable."""
+    if os.getuid() != 0:
+        pytest.skip("needs root to run the daemon with another group")
+    nogroup = grp.getgrnam("nogroup").gr_gid
+    with MountAsGroup(tmp_path / "a", server=orch, opts=["allow_other"]) as m:
+        pid = m.proc.pid
+        assert open(f"/proc/{pid}/status").read().count(f"Gid:\t{nogroup}\t") == 1
+        limits = open(f"/proc/{pid}/limits").read()
+        core = next(l for l in limits.splitlines() if l.startswith("Max core file size"))
+        assert core.split()[4:6] == ["0", "0"], core
+        assert os.stat(f"/proc/{pid}/environ").st_gid == 0
+    with MountAsGroup(tmp_path / "b", server=orch, opts=["allow_other"], debug=True) as m:
+        pid = m.proc.pid
+        assert os.stat(f"/proc/{pid}/environ").st_gid == nogroup
+        limits = open(f"/proc/{pid}/limits").read()
+        core = next(l for l in limits.splitlines() if l.startswith("Max core file size"))
+        assert core.split()[4:6] != ["0", "0"], core
