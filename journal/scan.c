@@ -8,7 +8,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include "journal_i.h"
+
+static uint32_t get_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
 
 uint64_t journal_now_ms(void)
 {
@@ -61,6 +69,29 @@ static bool zero_tail(int fd, uint64_t off)
 	}
 }
 
+/* A last record whose header is whole but whose payload ends in zeros that
+ * reach the end of the file: the size and the header reached the disk,
+ * the payload's last blocks did not (ext4 after a power cut zero-fills
+ * them). buf holds the whole frame at file offset off. The zeros must
+ * start at the payload or cover a whole 512-byte block of it, so that a
+ * flipped bit in a record that merely ends in a zero byte stays damage. */
+static bool zero_filled_last_record(int fd, const uint8_t *buf, uint64_t off)
+{
+	if (get_le32(buf + 12) != crc32(0, buf, 12))
+		return false; /* the header itself is not whole */
+	uint64_t plen = get_le32(buf + 8);
+	uint64_t payload = off + JOURNAL_HEADER_SIZE, frame_end = payload + plen;
+	if (plen == 0 || !zero_tail(fd, frame_end))
+		return false;
+	uint64_t zeros = frame_end; /* file offset where the trailing zeros start */
+	while (zeros > payload && buf[zeros - off - 1] == 0)
+		zeros--;
+	if (zeros == frame_end)
+		return false;
+	uint64_t block = (zeros + 511) & ~(uint64_t)511;
+	return zeros == payload || block + 512 <= frame_end;
+}
+
 void journal_scan(int fd, journal_scan_fn fn, void *ctx, struct journal_scan_result *res)
 {
 	size_t cap = 64 * 1024, start = 0, end = 0;
@@ -101,8 +132,13 @@ void journal_scan(int fd, journal_scan_fn fn, void *ctx, struct journal_scan_res
 			continue;
 		}
 		if (d == JOURNAL_DECODE_CORRUPT) {
-			res->end =
-			    zero_tail(fd, off) ? JOURNAL_SCAN_TORN : JOURNAL_SCAN_DAMAGED;
+			bool framed =
+			    avail >= JOURNAL_HEADER_SIZE &&
+			    avail - JOURNAL_HEADER_SIZE >= get_le32(buf + start + 8);
+			bool torn =
+			    zero_tail(fd, off) ||
+			    (framed && zero_filled_last_record(fd, buf + start, off));
+			res->end = torn ? JOURNAL_SCAN_TORN : JOURNAL_SCAN_DAMAGED;
 			res->why = why;
 			break;
 		}
@@ -114,9 +150,7 @@ void journal_scan(int fd, journal_scan_fn fn, void *ctx, struct journal_scan_res
 		 * trusted only once the header checksum passed). */
 		size_t need = JOURNAL_HEADER_SIZE;
 		if (avail >= 16)
-			need += (size_t)buf[start + 8] | (size_t)buf[start + 9] << 8 |
-				(size_t)buf[start + 10] << 16 |
-				(size_t)buf[start + 11] << 24;
+			need += get_le32(buf + start + 8);
 		if (start) {
 			memmove(buf, buf + start, avail);
 			start = 0;
