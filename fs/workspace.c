@@ -916,27 +916,112 @@ static int upload_cmp_desc(const void *a, const void *b)
 	return x->upload_id < y->upload_id ? 1 : x->upload_id > y->upload_id ? -1 : 0;
 }
 
-/* The cache file at path holds exactly size bytes whose crc32 is crc. */
-static bool file_matches(const char *path, uint64_t size, uint32_t crc)
+/* The size and crc32 of the cache file at path; false when it cannot be
+ * read whole. */
+static bool file_sum(const char *path, uint64_t *size, uint32_t *crc)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
 	struct stat sb;
-	bool ok = fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == size;
-	if (ok) {
-		unsigned char *buf = malloc(1 << 20);
-		uLong v = crc32(0L, Z_NULL, 0);
-		ssize_t r = 0;
-		while (buf &&
-		       ((r = read(fd, buf, 1 << 20)) > 0 || (r < 0 && errno == EINTR)))
-			if (r > 0)
-				v = crc32(v, buf, (uInt)r);
-		ok = buf && r == 0 && (uint32_t)v == crc;
-		free(buf);
-	}
+	unsigned char *buf = malloc(1 << 20);
+	bool ok = buf && fstat(fd, &sb) == 0;
+	uLong v = crc32(0L, Z_NULL, 0);
+	uint64_t got = 0;
+	ssize_t r = 0;
+	while (ok && ((r = read(fd, buf, 1 << 20)) > 0 || (r < 0 && errno == EINTR)))
+		if (r > 0) {
+			v = crc32(v, buf, (uInt)r);
+			got += (uint64_t)r;
+		}
+	ok = ok && r == 0 && got == (uint64_t)sb.st_size;
+	free(buf);
 	close(fd);
+	*size = got;
+	*crc = (uint32_t)v;
 	return ok;
+}
+
+/* The kernel's id of the running boot, or false. */
+static bool boot_id_now(char *out, size_t len)
+{
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+	if (!f)
+		return false;
+	bool ok = fgets(out, (int)len, f) != NULL;
+	fclose(f);
+	out[ok ? strcspn(out, "\n") : 0] = '\0';
+	return out[0] != '\0';
+}
+
+/* cache_dir/boot_id names the boot in which the last mount over this cache
+ * ran; it is written once that mount's restore is done. The same boot as
+ * now means no power cut since: the page cache outlived any crash of the
+ * daemon, so each cache file holds exactly what was last written to it. */
+static bool last_mount_in_this_boot(const struct wscache *c, const char *now)
+{
+	char *p = ws_join(c->cache_dir, "boot_id");
+	FILE *f = p ? fopen(p, "re") : NULL;
+	char was[64] = "";
+	if (f) {
+		if (!fgets(was, sizeof(was), f))
+			was[0] = '\0';
+		fclose(f);
+	}
+	free(p);
+	was[strcspn(was, "\n")] = '\0';
+	return now[0] && strcmp(was, now) == 0;
+}
+
+static void boot_id_record(const struct wscache *c, const char *now)
+{
+	char *p = ws_join(c->cache_dir, "boot_id");
+	/* Not synced: a power cut can only leave another boot's id or none,
+	 * and both mean "not this boot" at the next restore. */
+	int fd = p ? open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -1;
+	if (fd >= 0) {
+		dprintf(fd, "%s\n", now);
+		close(fd);
+	}
+	free(p);
+}
+
+/* Journals a new intent for u's cache file as it is now (size, crc), made
+ * durable cache file first, and supersedes u. For a cache file written on
+ * after u by a descriptor the daemon's crash closed: u's bytes are gone,
+ * the newer ones are the user's latest. Returns the new id, or 0. */
+static uint64_t restore_reintend(struct wscache *c, const char *sandbox,
+				 const struct journal_upload *u, uint64_t size,
+				 uint32_t crc)
+{
+	struct journal *j = c->cfg.journal;
+	if (!j)
+		return 0;
+	int fd = open(u->cache_file, O_RDONLY | O_CLOEXEC);
+	bool ok = fd >= 0 && fsync(fd) == 0;
+	if (fd >= 0)
+		close(fd);
+	int dfd = ok ? open(c->files_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	ok = ok && dfd >= 0 && fsync(dfd) == 0;
+	if (dfd >= 0)
+		close(dfd);
+	if (!ok)
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	c->n.syncs += 2;
+	pthread_mutex_unlock(&c->lock);
+	uint64_t id = journal_next_upload_id(j);
+	struct journal_record r = {.kind = JOURNAL_UPLOAD_INTENT,
+				   .sandbox = (char *)sandbox,
+				   .upload_id = id,
+				   .path = u->path,
+				   .cache_file = u->cache_file,
+				   .size = size,
+				   .checksum = crc};
+	if (journal_append(j, &r, true) < 0)
+		return 0;
+	upload_supersede(c, sandbox, u->upload_id, true);
+	return id;
 }
 
 /* Abandons a restored intent for good (journaled durably): it is never
@@ -966,6 +1051,9 @@ int wscache_restore(struct wscache *c, const struct journal_state *st)
 	if (!c || !st)
 		return -EINVAL;
 	int restored = 0;
+	char boot[64] = "";
+	bool known_boot = boot_id_now(boot, sizeof(boot));
+	bool same_boot = known_boot && last_mount_in_this_boot(c, boot);
 	for (size_t s = 0; s < st->count; s++) {
 		const struct journal_sandbox *sb = &st->sandboxes[s];
 		if (!sb->nuploads)
@@ -1030,11 +1118,30 @@ int wscache_restore(struct wscache *c, const struct journal_state *st)
 						"cache file missing at restore");
 				continue;
 			}
-			/* Only the bytes the intent describes are ever uploaded: a
-			 * cache file torn by a power cut, or written after its
-			 * intent by a writer that never got its close, is kept
-			 * aside and the server's copy left as it is. */
-			if (!file_matches(u->cache_file, u->size, u->checksum)) {
+			/* A cache file that is not the intent's bytes: written on
+			 * after the intent (an upload of a file still open, before
+			 * a command or by the retries, failed; its writer never got
+			 * its close), or torn by a power cut. In the same boot it
+			 * can only be the former, and its newest content is
+			 * uploaded, as it would have been at that close. After a
+			 * reboot it is kept aside and the server's copy left as
+			 * it is. */
+			uint64_t id = u->upload_id, size = 0;
+			uint32_t crc = 0;
+			bool whole = file_sum(u->cache_file, &size, &crc);
+			bool matches = whole && size == u->size && crc == u->checksum;
+			if (!matches && whole && same_boot &&
+			    (id = restore_reintend(c, sb->id, u, size, crc)) != 0) {
+				fprintf(
+				    stderr,
+				    "sandboxfs: workspace of %s: the local copy of an "
+				    "interrupted upload was written on after its intent "
+				    "by a descriptor still open when the daemon ended; "
+				    "its newest content is uploaded\n",
+				    sb->id);
+				matches = true;
+			}
+			if (!matches) {
 				char *dir = NULL;
 				int krc = rescue_keep(c->incomplete_dir, sb->id, u->path,
 						      u->cache_file, &dir);
@@ -1069,7 +1176,7 @@ int wscache_restore(struct wscache *c, const struct journal_state *st)
 			c->bytes += (uint64_t)sb_st.st_size;
 			f->size = (uint64_t)sb_st.st_size;
 			cache_set_state(f, true, true);
-			f->upload_id = u->upload_id;
+			f->upload_id = id;
 			f->wgen = 1;
 			f->intent_gen = 1;
 			f->intent_synced = true;
@@ -1085,6 +1192,10 @@ int wscache_restore(struct wscache *c, const struct journal_state *st)
 		free(seen);
 		free(ups);
 	}
+	/* Every intent of an earlier boot has been checked: later restores
+	 * may trust cache files written from now on. */
+	if (known_boot)
+		boot_id_record(c, boot);
 
 	/* Cache files nothing refers to are leftovers of an earlier mount. */
 	DIR *d = opendir(c->files_dir);

@@ -259,6 +259,52 @@ def test_kill9_fifty_rounds(tmp_path, orch):
     assert files > 0 and cmds > 0
 
 
+@pytest.mark.parametrize("upload", ["fsync", "command"])
+def test_kill9_after_an_upload_of_a_file_still_written(mounts, upload):
+    """A file still open for writing is uploaded (its fsync, or the flush
+    before a command: the command sees what was written so far), the
+    upload fails and stays pending, the writer goes on, and the daemon
+    dies before the close. The cache file then holds more than its intent
+    says, and that is no damage: a kill -9 keeps the page cache. After the
+    remount those newest bytes are uploaded and health is ok again (before,
+    they were set aside as incomplete and health never recovered)."""
+    mounts.allow += ALLOW + [r"before a command", r"written on after its intent"]
+    opts = ["listing_ttl=200"]
+    m = mounts(opts=opts)
+    os.mkdir(m.path("crash"))
+    url = sandbox_url(mounts.orch, "crash")
+    m.secrets.append(url)
+    first, more = os.urandom(70000), os.urandom(50000)
+    fd = os.open(m.path("crash", "workspace", "open.bin"),
+                 os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        assert os.write(fd, first) == len(first)
+        sbx.set_faults(url, error_rate=1.0, routes="files")
+        if upload == "fsync":
+            with pytest.raises(OSError) as e:
+                os.fsync(fd)
+            assert e.value.errno == errno.EIO
+        else:
+            # run, or refused because the upload before it failed
+            err, _ = ctl(m.path("crash", "ctl"), "true")
+            assert err in (0, errno.EIO), fl.errname(err)
+        assert os.write(fd, more) == len(more)
+        m.kill9()
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    sbx.set_faults(url)
+    m2 = mounts(opts=opts)
+    m2.secrets.append(url)
+    health = m2.path(".sandboxfs", "health")
+    assert sbx.wait_for(lambda: mount.read(health) == "ok\n", timeout=30, interval=0.2), \
+        mount.read(health)
+    assert sbx.get(url, "open.bin").body == first + more
+    assert "written on after its intent" in m2.output()
+
+
 # --- a full disk under the state directory ----------------------------------
 
 @pytest.fixture

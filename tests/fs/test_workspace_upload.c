@@ -8,8 +8,10 @@
  *
  * And what it costs: a close whose PUT succeeds makes no device flush, a
  * failed one makes its pending upload durable before returning; a cache
- * file that no longer matches its intent (torn) is never uploaded; the
- * running crc32 of in-order writes equals the file's.
+ * file written on after its intent is uploaded as it is after a crash of
+ * the daemon, and one that no longer matches its intent after a reboot
+ * (torn) is never uploaded; the running crc32 of in-order writes equals
+ * the file's.
  */
 #include <zlib.h>
 
@@ -192,17 +194,22 @@ static void crash_child(void)
 	B = backend_new(&bc);
 	struct journal *j = journal_new();
 	struct wscache *c = cache_new(cache_dir, j, 64 << 20);
+	struct journal_state st;
+	int bad = journal_snapshot(j, &st) != 0;
+	bad |= wscache_restore(c, &st) != 0; /* as the daemon does at mount */
+	journal_state_clear(&st);
 	struct workspace *ws = workspace_get(c, "sb1", S.url);
 	warm(ws);
-	int bad = !srv_faults(&S, FAULT_500);
+	bad |= !srv_faults(&S, FAULT_500);
 	struct fuse_file_info fi = {.flags = O_WRONLY | O_CREAT};
 	bad |= workspace_create(ws, "c1.txt", 0644, &fi) != 0;
 	bad |= workspace_write(&fi, "crash data", 10, 0) != 10;
 	bad |= workspace_flush(&fi) != -EIO;
 	bad |= workspace_release(&fi) != 0;
-	/* Written again after its intent, never flushed: these bytes were
-	 * never acknowledged and no longer match the intent, so restore
-	 * must not upload them (nor the older ones they overwrote). */
+	/* Written on after its intent (a failed upload of a file still
+	 * open, as before a command), then the daemon dies before the
+	 * close: the intent's bytes are gone, the cache file holds the
+	 * user's latest ones, and nothing can have torn them (no reboot). */
 	fi = (struct fuse_file_info){.flags = O_WRONLY | O_CREAT};
 	bad |= workspace_create(ws, "c2.txt", 0644, &fi) != 0;
 	bad |= workspace_write(&fi, "first", 5, 0) != 5;
@@ -228,26 +235,100 @@ static void test_crash_restore(void)
 	struct journal_state st;
 	CHECK_EQ(journal_snapshot(j, &st), 0);
 	struct wscache *c = cache_new(cache_dir, j, 64 << 20);
-	CHECK_EQ(wscache_restore(c, &st), 1);
+	CHECK_EQ(wscache_restore(c, &st), 2);
 	journal_state_clear(&st);
 	int problems;
 	char *h = health_of(c, &problems);
-	CHECK(h && strstr(h, "1 uploads pending") &&
-	      strstr(h, "interrupted uploads of sandbox sb1 were not retried: their "
-			"local copy was incomplete"));
+	CHECK(h && strstr(h, "2 uploads pending") && !strstr(h, "incomplete"));
 	free(h);
+	CHECK_EQ(pending_in_journal(j, "sb1"), 2);
 	workspace_get(c, "sb1", S.url); /* the mount attaches it again */
 	CHECK_EQ(wscache_start(c), 0);
 	struct want w1 = {"c1.txt", "crash data"};
 	CHECK(wait_for(has_file, &w1, 15000));
+	struct want w2 = {"c2.txt", "FIRST+more"};
+	CHECK(wait_for(has_file, &w2, 15000));
+	CHECK(wait_for(healthy, c, 5000));
 	CHECK_EQ(pending_in_journal(j, "sb1"), 0);
-	CHECK(!srv_exists(&S, "c2.txt"));
+	CHECK_EQ(stat_of(c, "uploads_incomplete"), 0);
+	wscache_free(c);
+	journal_close(j);
+}
+
+/* Says the last mount over cache_dir ran in another boot: a power cut
+ * (or any reboot) came between. */
+static void another_boot(void)
+{
+	char p[700];
+	snprintf(p, sizeof(p), "%s/boot_id", cache_dir);
+	FILE *f = fopen(p, "w");
+	CHECK(f && fputs("00000000-0000-4000-8000-000000000000\n", f) >= 0);
+	if (f)
+		fclose(f);
+}
+
+/* The child makes r.txt pending, writes on after its intent and dies
+ * without any cleanup (no close, no release). */
+static void written_on_child(void)
+{
+	struct backend_config bc;
+	backend_config_defaults(&bc);
+	B = backend_new(&bc);
+	struct journal *j = journal_new();
+	struct wscache *c = cache_new(cache_dir, j, 64 << 20);
+	struct workspace *ws = workspace_get(c, "sb8", S.url);
+	warm(ws);
+	int bad = ws_put(ws, "r.txt", "server copy\n", O_CREAT | O_WRONLY) != 0;
+	bad |= !srv_faults(&S, FAULT_500);
+	struct fuse_file_info fi = {.flags = O_WRONLY | O_TRUNC};
+	bad |= workspace_open(ws, "r.txt", &fi) != 0;
+	bad |= workspace_write(&fi, "first", 5, 0) != 5;
+	bad |= workspace_fsync(&fi, 0) != -EIO;
+	bad |= workspace_write(&fi, "+more", 5, 5) != 5;
+	_exit(bad ? 3 : 0);
+}
+
+/* Written on after its intent too, but the machine rebooted since: a
+ * power cut may have torn what was written after the intent's sync, so
+ * it is never uploaded: kept aside, said in health, the server's copy
+ * left as it is. */
+static void test_written_on_then_reboot(void)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0)
+		written_on_child();
+	int status = 0;
+	waitpid(pid, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(srv_faults(&S, "{}"));
+	another_boot();
+
+	struct journal *j = journal_new();
+	CHECK_EQ(pending_in_journal(j, "sb8"), 1);
+	struct journal_state st;
+	CHECK_EQ(journal_snapshot(j, &st), 0);
+	struct wscache *c = cache_new(cache_dir, j, 64 << 20);
+	CHECK_EQ(wscache_restore(c, &st), 0);
+	journal_state_clear(&st);
+	CHECK_EQ(pending_in_journal(j, "sb8"), 0);
+	int problems;
+	char *h = health_of(c, &problems);
+	CHECK(problems >= 1 && h &&
+	      strstr(h, "interrupted uploads of sandbox sb8 were not retried: their "
+			"local copy was incomplete") &&
+	      !strstr(h, "pending"));
+	free(h);
+	workspace_get(c, "sb8", S.url);
+	CHECK_EQ(wscache_start(c), 0);
+	usleep(500 * 1000);
+	CHECK(srv_has(&S, "r.txt", "server copy\n"));
 	char p[800];
-	snprintf(p, sizeof(p), "%s/incomplete/sb1/c2.txt", cache_dir);
-	FILE *f = fopen(p, "r");
+	snprintf(p, sizeof(p), "%s/incomplete/sb8/r.txt", cache_dir);
 	char buf[32] = {0};
+	FILE *f = fopen(p, "r");
 	CHECK(f && fread(buf, 1, sizeof(buf) - 1, f) == 10 &&
-	      strcmp(buf, "FIRST+more") == 0);
+	      strcmp(buf, "first+more") == 0);
 	if (f)
 		fclose(f);
 	CHECK_EQ(stat_of(c, "uploads_incomplete"), 1);
@@ -334,6 +415,7 @@ static void test_torn_cache_file(void)
 	CHECK(f && fwrite("\0\0\0\0\0", 1, 5, f) == 5);
 	if (f)
 		fclose(f);
+	another_boot(); /* what tears a cache file: a power cut */
 
 	c = cache_new(cache_dir, j, 64 << 20);
 	CHECK_EQ(wscache_restore(c, &st), 0);
@@ -603,6 +685,7 @@ int main(int argc, char **argv)
 
 	test_fail_then_retry();
 	test_crash_restore();
+	test_written_on_then_reboot();
 	test_syncs();
 	test_torn_cache_file();
 	test_running_crc();
