@@ -1,9 +1,23 @@
 /*
  * local.c — the embedded default (DESIGN.md §8): start the project's own
- * orchestrator, sandbox-server --orchestrator, on 127.0.0.1 with a random
- * token, its sandboxes under STATE/local; stop it by its PID at unmount.
+ * orchestrator, sandbox-server --orchestrator, with a random token, its
+ * sandboxes under STATE/local; stop it by its PID at unmount.
+ *
+ * It is private to the mounting user: the orchestrator and every sandbox
+ * listen on Unix sockets in STATE/run (STATE and STATE/run are 0700, the
+ * sockets 0600, and the server refuses a peer of another uid), never on a
+ * TCP port. The sockets stay in the state directory, not in /run/user/UID
+ * or /tmp: it is private, persistent and the same for every mount of this
+ * state, so a sandbox is served again at the same socket, under the same
+ * URL, after a remount, and no other user can ever take that address (a
+ * TCP port can be; /run/user/UID vanishes at logout under a mount that
+ * outlives the session; /tmp is cleaned and shared). The price: sun_path
+ * holds 107 bytes, so STATE must be at most 94 bytes long (a clear error
+ * otherwise; -o state=DIR chooses a shorter one).
  */
 #include "local_i.h"
+
+#include "backend.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -91,6 +105,28 @@ static int fs_write_secret(const char *path, const char *data)
 	return 0;
 }
 
+/* "http+unix://" and path with every byte but the unreserved ones
+ * percent-encoded, as sandbox-server writes it. */
+static int fs_unix_url(const char *path, char *out, size_t len)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = (size_t)snprintf(out, len, "http+unix://");
+	for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+		if (o + 4 > len)
+			return -ENAMETOOLONG;
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || strchr("-._~", *p)) {
+			out[o++] = (char)*p;
+		} else {
+			out[o++] = '%';
+			out[o++] = hex[*p >> 4];
+			out[o++] = hex[*p & 15];
+		}
+	}
+	out[o] = '\0';
+	return 0;
+}
+
 static bool fs_pid_alive(pid_t pid)
 {
 	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
@@ -140,18 +176,37 @@ int fs_local_start(struct fs_local *l, const char *state_dir, const char *server
 			 "or SANDBOXFS_SERVER)");
 		return -1;
 	}
-	char root[PATH_MAX], tokfile[PATH_MAX], portfile[PATH_MAX], logfile[PATH_MAX],
-	    pidfile[PATH_MAX];
+	char root[PATH_MAX], tokfile[PATH_MAX], urlfile[PATH_MAX], logfile[PATH_MAX],
+	    pidfile[PATH_MAX], oldport[PATH_MAX], api[PATH_MAX + 8];
 	snprintf(root, sizeof(root), "%s/local", state_dir);
 	snprintf(tokfile, sizeof(tokfile), "%s/local.token", state_dir);
-	snprintf(portfile, sizeof(portfile), "%s/local.port", state_dir);
+	snprintf(urlfile, sizeof(urlfile), "%s/local.url", state_dir);
 	snprintf(logfile, sizeof(logfile), "%s/local.log", state_dir);
 	snprintf(pidfile, sizeof(pidfile), "%s/local.pid", state_dir);
+	snprintf(oldport, sizeof(oldport), "%s/local.port", state_dir);
+	snprintf(l->run_dir, sizeof(l->run_dir), "%s/run", state_dir);
+	snprintf(api, sizeof(api), "%s/orch", l->run_dir);
+	/* The longest socket is a sandbox's: STATE/run/ and 8 hex digits. */
+	const size_t state_max = FS_LOCAL_SOCKET_MAX - strlen("/run/") - 8;
+	if (strlen(state_dir) > state_max) {
+		snprintf(msg, msglen,
+			 "--local: the state directory %s is too long for the "
+			 "sandboxes' Unix sockets (%zu bytes; at most %zu): mount "
+			 "with -o state=DIR, a shorter one",
+			 state_dir, strlen(state_dir), state_max);
+		return -1;
+	}
+	if (fs_unix_url(api, l->url, sizeof(l->url)) < 0) {
+		snprintf(msg, msglen, "--local: the state directory is too long");
+		return -1;
+	}
 	if (mkdir(root, 0700) < 0 && errno != EEXIST) {
 		snprintf(msg, msglen, "--local: %s: %s", root, strerror(errno));
 		return -1;
 	}
 	fs_stop_stale(pidfile, root);
+	/* Only sockets now: a port file of an earlier version goes. */
+	unlink(oldport);
 
 	unsigned char rnd[24];
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
@@ -166,7 +221,7 @@ int fs_local_start(struct fs_local *l, const char *state_dir, const char *server
 		snprintf(msg, msglen, "--local: %s: %s", tokfile, strerror(-rc));
 		return -1;
 	}
-	unlink(portfile);
+	unlink(urlfile);
 
 	int logfd = open(logfile, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	pid_t parent = getpid();
@@ -195,8 +250,8 @@ int fs_local_start(struct fs_local *l, const char *state_dir, const char *server
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		execl(server, server, "--orchestrator", "--root", root, "--port", "0",
-		      "--port-file", portfile, "--token-file", tokfile, (char *)NULL);
+		execl(server, server, "--orchestrator", "--root", root, "--unix", api,
+		      "--url-file", urlfile, "--token-file", tokfile, (char *)NULL);
 		_exit(127);
 	}
 	if (logfd >= 0)
@@ -213,18 +268,27 @@ int fs_local_start(struct fs_local *l, const char *state_dir, const char *server
 		close(pfd);
 	}
 
-	/* wait (bounded) for the port file, while the server lives */
+	/* wait (bounded) for the URL file, while the server lives */
 	for (int i = 0; i < 200; i++) {
-		FILE *f = fopen(portfile, "re");
-		int port = 0;
+		char got[sizeof(l->url) + 2] = "";
+		FILE *f = fopen(urlfile, "re");
 		if (f) {
-			if (fscanf(f, "%d", &port) != 1)
-				port = 0;
+			if (!fgets(got, sizeof(got), f))
+				got[0] = '\0';
 			fclose(f);
+			got[strcspn(got, "\n")] = '\0';
 		}
-		if (port > 0 && port < 65536) {
-			chmod(portfile, 0600); /* the server made it with its umask */
-			snprintf(l->url, sizeof(l->url), "http://127.0.0.1:%d", port);
+		if (got[0] && strcmp(got, l->url) != 0) {
+			/* Never talk to an address we did not choose. */
+			fs_local_stop(pid);
+			l->pid = 0;
+			snprintf(msg, msglen,
+				 "--local: sandbox-server listens elsewhere than on "
+				 "%s; see %s",
+				 api, logfile);
+			return -1;
+		}
+		if (got[0]) {
 			snprintf(l->token, sizeof(l->token), "%s", token);
 			return 0;
 		}
@@ -243,6 +307,33 @@ int fs_local_start(struct fs_local *l, const char *state_dir, const char *server
 	snprintf(msg, msglen, "--local: sandbox-server did not start within 10 s; see %s",
 		 logfile);
 	return -1;
+}
+
+bool fs_local_url_ours(const struct fs_local *l, const char *url)
+{
+	char *path = backend_url_socket_path(url);
+	if (!path)
+		return false;
+	size_t n = strlen(l->run_dir);
+	bool ours = strncmp(path, l->run_dir, n) == 0 && path[n] == '/' &&
+		    strchr(path + n + 1, '/') == NULL;
+	free(path);
+	return ours;
+}
+
+size_t fs_local_forget_foreign(const struct fs_local *l, struct journal_state *st)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < st->count; i++) {
+		struct journal_sandbox *j = &st->sandboxes[i];
+		if (!j->owned || !j->url || fs_local_url_ours(l, j->url))
+			continue;
+		explicit_bzero(j->url, strlen(j->url));
+		free(j->url);
+		j->url = NULL;
+		n++;
+	}
+	return n;
 }
 
 void fs_local_stop(pid_t pid)

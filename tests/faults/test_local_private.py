@@ -8,11 +8,11 @@ of an earlier run.
 import errno
 import json
 import os
-import socket
+import shutil
 import stat
 import subprocess
 import tempfile
-import shutil
+from pathlib import Path
 
 import pytest
 
@@ -132,6 +132,35 @@ def unix_sockets(root):
     return sorted(found)
 
 
+def test_local_listens_on_no_tcp_port_and_only_its_user_connects(tmp_path):
+    need_root()
+    os.chmod(tmp_path, 0o755)  # nobody may walk up to the state directory
+    m = mount.Mount(tmp_path, local=True)
+    with m:
+        os.mkdir(m.path("priv"))
+        assert ctl(m.path("priv", "ctl"), "echo hi > mine.txt")[0] == 0
+        m.secrets.append((m.state / "local.token").read_text().strip())
+        tree = process_tree(m.pid)
+        assert len(tree) >= 2, "the local orchestrator is not a child of the daemon"
+        ports = listening_tcp_ports(tree)
+        # Had any port been open, this is what uid 65534 could do there.
+        ran = as_nobody(NOBODY_EXEC, *ports)
+        assert ports == [] and ran == [], \
+            f"--local listens on TCP ports {ports}; uid 65534 ran a command through {ran}"
+
+        socks = unix_sockets(m.state)
+        assert len(socks) >= 2, socks  # the orchestrator's and the sandbox's
+        for s in socks:
+            assert stat.S_IMODE(os.stat(s).st_mode) == 0o600, s
+            assert stat.S_IMODE(os.stat(os.path.dirname(s)).st_mode) == 0o700, s
+        got = as_nobody(NOBODY_CONNECT, *socks)
+        assert got == {s: errno.EACCES for s in socks}, got
+        # the mounting user itself still works
+        assert ctl(m.path("priv", "ctl"), "cat mine.txt")[0] == 0
+        assert mount.read(m.path("priv", "stdout")) == "hi\n"
+    m.check_log()
+
+
 NOBODY_REQUEST = r"""
 import http.client, json, socket, sys
 path, method, target, body, token = sys.argv[1:6]
@@ -194,7 +223,6 @@ def nobody_dir():
 
 def test_unix_servers_refuse_a_peer_of_another_uid():
     need_root()
-    from pathlib import Path
     top = Path(nobody_dir())
     servers = []
     try:
@@ -243,3 +271,124 @@ def test_unix_servers_refuse_a_peer_of_another_uid():
         for srv in servers:
             srv.stop()
         shutil.rmtree(top, ignore_errors=True)
+
+
+def local_pid(m):
+    return int((m.state / "local.pid").read_text())
+
+
+def test_local_remount_serves_the_same_sockets_and_works(tmp_path):
+    m = mount.Mount(tmp_path, local=True)
+    orch = sbx.LocalOrchestrator(m.state)
+    with m:
+        os.mkdir(m.path("s1"))
+        assert write_file(m.path("s1", "workspace", "a.txt"), b"one\n") == (0, 0)
+        assert ctl(m.path("s1", "ctl"), "echo two > b.txt")[0] == 0
+        m.secrets.append(orch.token)
+        url = sbx.sandbox_url(orch, "s1")
+        m.secrets.append(url)
+        assert sbx.unix_socket_of(url).startswith(str(m.state / "run") + "/")
+        assert sbx.get(url, "a.txt").body == b"one\n"  # on the server
+        pid = local_pid(m)
+    m.check_log()
+
+    m2 = mount.Mount(tmp_path, local=True)
+    with m2:
+        assert local_pid(m2) != pid  # a new orchestrator ...
+        m2.secrets.append(orch.token)
+        assert sbx.sandbox_url(orch, "s1") == url  # ... serves it at the same socket
+        assert listening_tcp_ports(process_tree(m2.pid)) == []
+        # commands and files, both ways
+        assert ctl(m2.path("s1", "ctl"), "cat a.txt b.txt")[0] == 0
+        assert mount.read(m2.path("s1", "stdout")) == "one\ntwo\n"
+        assert write_file(m2.path("s1", "workspace", "c.txt"), b"three\n") == (0, 0)
+        assert sbx.get(url, "c.txt").body == b"three\n"
+        assert sbx.put(url, "d.txt", b"four\n").status == 204
+        assert ctl(m2.path("s1", "ctl"), "true")[0] == 0  # revalidates the cache
+        assert mount.read(m2.path("s1", "workspace", "d.txt")) == "four\n"
+        assert mount.read(m2.path("s1", "runs", "1", "stdout")) == ""
+        assert mount.read(m2.path("s1", "last")) == "3\n"
+    m2.check_log()
+
+
+def test_local_remount_after_a_tcp_run_sends_nothing_to_its_old_port(tmp_path):
+    """A state directory of a version whose --local used TCP: its journal
+    holds http://127.0.0.1:PORT URLs. The remount must not send a byte
+    there (another user may own that port now); the sandboxes come back on
+    sockets and pending work goes to them."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    (tmp_path / "old").mkdir()
+    old = sbx.Server(orchestrator=True, faults=True, root=state / "local", tmp=tmp_path / "old")
+    old.start()
+    try:
+        # listings kept long enough that the upload is the request to fail
+        m = mount.Mount(tmp_path, server=old, state=state, opts=["listing_ttl=60000"])
+        with m:
+            os.mkdir(m.path("s1"))
+            url = sbx.sandbox_url(old, "s1")
+            m.secrets.append(url)
+            assert ctl(m.path("s1", "ctl"), "echo one > one.txt")[0] == 0
+            assert os.listdir(m.path("s1", "workspace")) == ["one.txt"]
+            sbx.set_faults(url, error_rate=1.0, routes="files")
+            assert write_file(m.path("s1", "workspace", "pending.txt"), b"p\n")[1] == errno.EIO
+        m.check_log(allow=[r"upload failed"])
+    finally:
+        old.cleanup()
+    old_port = int(url.rsplit(":", 1)[1].strip("/"))
+
+    # A stranger now listens on that port and would take anything sent.
+    stranger = FakeServer()
+    stranger.route("POST", "/", 200, {"exitCode": 0, "stdout": "stolen\n", "stderr": "",
+                                      "durationMillis": 1, "truncated": False})
+    stranger.route("GET", "/", 200, {"entries": [], "status": "ok"})
+    stranger.route("PUT", "/", 204)
+    stranger.route("DELETE", "/", 204)
+    stranger.start(old_port)
+    try:
+        m2 = mount.Mount(tmp_path, local=True, state=state)
+        orch = sbx.LocalOrchestrator(state)
+        with m2:
+            m2.secrets += [url, orch.token]
+            assert sorted(os.listdir(m2.path("s1", "workspace"))) == ["one.txt", "pending.txt"]
+            new = sbx.sandbox_url(orch, "s1")
+            m2.secrets.append(new)
+            assert new.startswith("http+unix://")
+            # the pending upload reaches the sandbox, on its socket
+            assert sbx.wait_for(lambda: sbx.get(new, "pending.txt").status == 200, timeout=30)
+            assert sbx.get(new, "pending.txt").body == b"p\n"
+            assert ctl(m2.path("s1", "ctl"), "cat one.txt")[0] == 0
+            assert mount.read(m2.path("s1", "stdout")) == "one\n"
+        assert stranger.requests == [], stranger.requests
+        m2.check_log(allow=[r"upload failed"])
+    finally:
+        stranger.stop()
+
+
+def test_a_sandbox_and_an_orchestrator_on_unix_sockets_outside_local(tmp_path):
+    """The Unix URL form is not --local's alone: attach takes it, and so
+    does SOURCE (fstab's first field) for an orchestrator."""
+    (tmp_path / "one").mkdir()
+    (tmp_path / "orch").mkdir()
+    one = sbx.Server(unix=True, faults=True, tmp=tmp_path / "one").start()
+    orch = sbx.Server(orchestrator=True, unix=True, faults=True, tmp=tmp_path / "orch").start()
+    try:
+        assert one.url.startswith("http+unix://") and orch.url.startswith("http+unix://")
+        m = mount.Mount(tmp_path, args=[orch.url], opts=[f"token_file={orch.token_file}"])
+        m.secrets += [one.url, orch.url, orch.token]
+        with m:
+            assert ctl(m.path(".sandboxfs", "ctl"), f"attach ext {one.url}")[0] == 0
+            assert ctl(m.path("ext", "ctl"), "echo attached")[0] == 0
+            assert mount.read(m.path("ext", "stdout")) == "attached\n"
+            assert write_file(m.path("ext", "workspace", "w.txt"), b"w") == (0, 0)
+            assert (one.workspace / "w.txt").read_bytes() == b"w"
+            assert sbx.log(one.url) == ["echo attached"]
+            os.mkdir(m.path("made"))  # created by the orchestrator named by SOURCE
+            assert ctl(m.path("made", "ctl"), "echo made")[0] == 0
+            made = sbx.sandbox_url(orch, "made")
+            assert made.startswith("http+unix://")
+            assert sbx.log(made) == ["echo made"]
+        m.check_log()
+    finally:
+        one.cleanup()
+        orch.cleanup()
