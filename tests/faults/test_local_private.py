@@ -392,3 +392,20 @@ def test_a_sandbox_and_an_orchestrator_on_unix_sockets_outside_local(tmp_path):
     finally:
         one.cleanup()
         orch.cleanup()
+
+
+def test_a_state_directory_too_long_for_sockets_is_a_clear_error(tmp_path):
+    base = str(tmp_path / "s")
+    state = base + "/" + "x" * (95 - len(base) - 1)  # 95 bytes: one too many
+    assert len(state) == 95
+    m = mount.Mount(tmp_path, local=True, state=state)
+    rc, out = m.run_daemon()
+    assert rc != 0
+    assert "too long" in out and "at most 94" in out and "-o state=DIR" in out, out
+    assert not mount.is_mounted(m.mnt)
+    # one byte shorter works
+    m = mount.Mount(tmp_path, local=True, state=state[:-1])
+    with m:
+        os.mkdir(m.path("fits"))
+        assert ctl(m.path("fits", "ctl"), "true")[0] == 0
+    m.check_log()
