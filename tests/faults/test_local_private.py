@@ -9,6 +9,7 @@ import errno
 import json
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import tempfile
@@ -409,3 +410,52 @@ def test_a_state_directory_too_long_for_sockets_is_a_clear_error(tmp_path):
         os.mkdir(m.path("fits"))
         assert ctl(m.path("fits", "ctl"), "true")[0] == 0
     m.check_log()
+
+
+def run_server(*args):
+    return subprocess.run([str(sbx.server_binary()), *map(str, args)], capture_output=True,
+                          text=True, timeout=30, stdin=subprocess.DEVNULL)
+
+
+def test_unix_mode_sockets_private_stale_replaced_live_kept(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir(mode=0o755)
+    os.chmod(run, 0o755)
+    (tmp_path / "srv").mkdir()
+    p = run_server("--unix", run / "orch", "--port", "1")
+    assert p.returncode == 2 and "--unix excludes" in p.stderr, p.stderr
+    # a socket file left by a server that died is replaced
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(run / "orch"))
+    stale.close()
+    srv = sbx.Server(orchestrator=True, unix=True, tmp=tmp_path / "srv")
+    cmd = srv.command()
+    cmd[cmd.index("--unix") + 1] = str(run / "orch")
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        assert sbx.wait_for(lambda: (tmp_path / "srv" / "url").exists())
+        url = (tmp_path / "srv" / "url").read_text().strip()
+        assert sbx.unix_socket_of(url) == str(run / "orch")
+        assert stat.S_IMODE(os.stat(run).st_mode) == 0o700  # made private
+        assert stat.S_IMODE(os.stat(run / "orch").st_mode) == 0o600
+        c = sbx.Client(url, token=srv.token)
+        r = c.create(pool="default", id="b1")
+        assert r.status == 201, r
+        box = sbx.unix_socket_of(r.json()["url"])
+        assert os.path.dirname(box) == str(run)
+        assert stat.S_IMODE(os.stat(box).st_mode) == 0o600
+        # a live server's socket is never taken over
+        p = run_server("--unix", run / "orch", "--workspace", tmp_path / "ws")
+        assert p.returncode == 1 and "another server is listening" in p.stderr, p.stderr
+        assert c.healthz().status == 200
+        # nor is a file that is not a socket
+        (run / "plain").write_text("x")
+        p = run_server("--unix", run / "plain", "--workspace", tmp_path / "ws")
+        assert p.returncode == 1 and "not a socket" in p.stderr, p.stderr
+        assert (run / "plain").read_text() == "x"
+    finally:
+        proc.terminate()
+        proc.wait(15)
+    # a clean stop removes the sockets
+    assert sorted(os.listdir(run)) == ["plain"]
