@@ -1018,6 +1018,8 @@ void orch_stop(struct orch *o)
 	free(o->pools);
 	free(o->pool_max);
 	free(o->root);
+	if (o->sockdir)
+		rmdir(o->sockdir); /* when every socket is gone; made again at start */
 	free(o->sockdir);
 	free(o->token);
 	free(o->shell);
