@@ -4,16 +4,23 @@
  * sandboxes under STATE/local; stop it by its PID at unmount.
  *
  * It is private to the mounting user: the orchestrator and every sandbox
- * listen on Unix sockets in STATE/run (STATE and STATE/run are 0700, the
+ * listen on Unix sockets in a directory of this user's alone (0700; the
  * sockets 0600, and the server refuses a peer of another uid), never on a
- * TCP port. The sockets stay in the state directory, not in /run/user/UID
- * or /tmp: it is private, persistent and the same for every mount of this
- * state, so a sandbox is served again at the same socket, under the same
- * URL, after a remount, and no other user can ever take that address (a
- * TCP port can be; /run/user/UID vanishes at logout under a mount that
- * outlives the session; /tmp is cleaned and shared). The price: sun_path
- * holds 107 bytes, so STATE must be at most 94 bytes long (a clear error
- * otherwise; -o state=DIR chooses a shorter one).
+ * TCP port.
+ *
+ * That directory is STATE/run whenever its sockets fit in sun_path (107
+ * bytes: STATE up to 94): the state directory is private, persistent and
+ * the same for every mount of this state, so a sandbox is served again at
+ * the same socket, under the same URL, after a remount, and no other user
+ * can ever take that address (a TCP port can be taken). A longer STATE
+ * (a deep home or mountpoint gives one) cannot hold sockets; its sockets
+ * go to a short directory with a random name, sandboxfs-<16 hex>, in
+ * $XDG_RUNTIME_DIR (made for sockets, private to the user) or else /tmp,
+ * created 0700 and checked to be ours (never a symlink, never another
+ * user's: a name taken by someone else is replaced by a new one), its path
+ * recorded in STATE/local.rundir so a remount uses it again. It is second
+ * best: /run/user/UID vanishes at logout under a mount that outlives the
+ * session, and /tmp may be cleaned.
  */
 #include "local_i.h"
 
@@ -127,6 +134,114 @@ static int fs_unix_url(const char *path, char *out, size_t len)
 	return 0;
 }
 
+/* dir is a private directory of this user: created 0700 when missing; an
+ * existing one must be a real directory (not a symlink) owned by this
+ * user, and is made 0700. Returns 0 or -errno (-EPERM: someone else's). */
+static int fs_private_dir(const char *dir)
+{
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ELOOP ? -EPERM : -errno;
+	struct stat st;
+	int rc = 0;
+	if (fstat(fd, &st) < 0)
+		rc = -errno;
+	else if (st.st_uid != getuid())
+		rc = -EPERM;
+	else if ((st.st_mode & 07777) != 0700 && fchmod(fd, 0700) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* The longest socket in dir is a sandbox's: dir/ and 8 hex digits. */
+static bool fs_sockets_fit(const char *dir)
+{
+	return strlen(dir) + 1 + 8 <= FS_LOCAL_SOCKET_MAX;
+}
+
+#define FS_SHORT_NAME "/sandboxfs-"
+#define FS_SHORT_HEX  16
+
+/* Where a short socket directory goes: $XDG_RUNTIME_DIR when it is this
+ * user's private directory, else /tmp. */
+static const char *fs_short_base(void)
+{
+	const char *x = getenv("XDG_RUNTIME_DIR");
+	struct stat st;
+	if (!x || x[0] != '/' || lstat(x, &st) < 0 || !S_ISDIR(st.st_mode) ||
+	    st.st_uid != getuid() || (st.st_mode & 077))
+		return "/tmp";
+	/* X/sandboxfs-<hex>/ and a sandbox's 8 hex digits */
+	size_t longest = strlen(x) + strlen(FS_SHORT_NAME) + FS_SHORT_HEX + 1 + 8;
+	return longest <= FS_LOCAL_SOCKET_MAX ? x : "/tmp";
+}
+
+/* True when dir is BASE/sandboxfs-<16 hex>, a name fs_choose_run_dir gave. */
+static bool fs_short_dir_named(const char *dir, const char *base)
+{
+	size_t n = strlen(base), k = strlen(FS_SHORT_NAME);
+	if (strncmp(dir, base, n) != 0 || strncmp(dir + n, FS_SHORT_NAME, k) != 0 ||
+	    strlen(dir + n + k) != FS_SHORT_HEX)
+		return false;
+	return strspn(dir + n + k, "0123456789abcdef") == FS_SHORT_HEX;
+}
+
+/* Sets l->run_dir, the directory of every socket (see the top). */
+static int fs_choose_run_dir(struct fs_local *l, const char *state_dir, char *msg,
+			     size_t msglen)
+{
+	snprintf(l->run_dir, sizeof(l->run_dir), "%s/run", state_dir);
+	if (fs_sockets_fit(l->run_dir))
+		return 0;
+	char record[PATH_MAX], dir[PATH_MAX] = "";
+	snprintf(record, sizeof(record), "%s/local.rundir", state_dir);
+	const char *base = fs_short_base();
+	FILE *f = fopen(record, "re");
+	if (f) {
+		if (!fgets(dir, sizeof(dir), f))
+			dir[0] = '\0';
+		fclose(f);
+		dir[strcspn(dir, "\n")] = '\0';
+	}
+	if (fs_short_dir_named(dir, base) && fs_private_dir(dir) == 0) {
+		snprintf(l->run_dir, sizeof(l->run_dir), "%s", dir);
+		return 0;
+	}
+	/* None yet, another base, or someone else holds that name now. */
+	for (int tries = 0; tries < 16; tries++) {
+		unsigned char rnd[FS_SHORT_HEX / 2];
+		char hex[FS_SHORT_HEX + 1];
+		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+			break;
+		for (size_t i = 0; i < sizeof(rnd); i++)
+			snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
+		snprintf(dir, sizeof(dir), "%s" FS_SHORT_NAME "%s", base, hex);
+		if (mkdir(dir, 0700) < 0) {
+			if (errno == EEXIST)
+				continue; /* a fresh name only */
+			break;
+		}
+		int rc = fs_private_dir(dir);
+		if (rc == 0)
+			rc = fs_write_secret(record, dir);
+		if (rc < 0) {
+			snprintf(msg, msglen, "--local: socket directory %s: %s", dir,
+				 strerror(-rc));
+			return -1;
+		}
+		snprintf(l->run_dir, sizeof(l->run_dir), "%s", dir);
+		return 0;
+	}
+	snprintf(msg, msglen,
+		 "--local: the state directory %s is too long for Unix sockets, and "
+		 "no private directory for them could be made in %s: %s",
+		 state_dir, base, strerror(errno ? errno : EEXIST));
+	return -1;
+}
+
 static bool fs_pid_alive(pid_t pid)
 {
 	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
@@ -184,20 +299,11 @@ int fs_local_start(struct fs_local *l, const char *state_dir, const char *server
 	snprintf(logfile, sizeof(logfile), "%s/local.log", state_dir);
 	snprintf(pidfile, sizeof(pidfile), "%s/local.pid", state_dir);
 	snprintf(oldport, sizeof(oldport), "%s/local.port", state_dir);
-	snprintf(l->run_dir, sizeof(l->run_dir), "%s/run", state_dir);
-	snprintf(api, sizeof(api), "%s/orch", l->run_dir);
-	/* The longest socket is a sandbox's: STATE/run/ and 8 hex digits. */
-	const size_t state_max = FS_LOCAL_SOCKET_MAX - strlen("/run/") - 8;
-	if (strlen(state_dir) > state_max) {
-		snprintf(msg, msglen,
-			 "--local: the state directory %s is too long for the "
-			 "sandboxes' Unix sockets (%zu bytes; at most %zu): mount "
-			 "with -o state=DIR, a shorter one",
-			 state_dir, strlen(state_dir), state_max);
+	if (fs_choose_run_dir(l, state_dir, msg, msglen) < 0)
 		return -1;
-	}
+	snprintf(api, sizeof(api), "%s/orch", l->run_dir);
 	if (fs_unix_url(api, l->url, sizeof(l->url)) < 0) {
-		snprintf(msg, msglen, "--local: the state directory is too long");
+		snprintf(msg, msglen, "--local: socket path %s: too long", api);
 		return -1;
 	}
 	if (mkdir(root, 0700) < 0 && errno != EEXIST) {

@@ -16,17 +16,18 @@
 
 struct fs_local {
 	pid_t pid;
-	char run_dir[PATH_MAX]; /* STATE/run: every socket, and nothing else */
+	char run_dir[PATH_MAX]; /* every socket, and nothing else (local.c) */
 	char url[512];		/* http+unix://...%2Frun%2Forch (secret) */
 	char token[128];	/* secret */
 };
 
 /* Starts sandbox-server --orchestrator with its root in STATE/local, its
- * API on the Unix socket STATE/run/orch and its sandboxes on sockets in
- * STATE/run (no TCP port), and a fresh random token (STATE/local.token,
- * 0600); waits (bounded) for STATE/local.url and checks it names that
- * socket. tie_to_parent: the server dies with this process. Returns 0,
- * or -1 with msg set (also when STATE is too long for socket paths). */
+ * API on the Unix socket RUN/orch and its sandboxes on sockets in RUN (no
+ * TCP port), RUN being STATE/run or, when STATE is too long for socket
+ * paths, a short private directory (local.c), and a fresh random token
+ * (STATE/local.token, 0600); waits (bounded) for STATE/local.url and
+ * checks it names that socket. tie_to_parent: the server dies with this
+ * process. Returns 0, or -1 with msg set. */
 int fs_local_start(struct fs_local *l, const char *state_dir, const char *server_opt,
 		   bool tie_to_parent, char *msg, size_t msglen);
 /* True when url is the URL of a socket in l's run directory: a sandbox of

@@ -297,7 +297,8 @@ def test_local_remount_serves_the_same_sockets_and_works(tmp_path):
     with m2:
         assert local_pid(m2) != pid  # a new orchestrator ...
         m2.secrets.append(orch.token)
-        assert sbx.sandbox_url(orch, "s1") == url  # ... serves it at the same socket
+        same = sbx.sandbox_url(orch, "s1") == url
+        assert same  # ... serves it at the same socket (URLs are not shown)
         assert listening_tcp_ports(process_tree(m2.pid)) == []
         # commands and files, both ways
         assert ctl(m2.path("s1", "ctl"), "cat a.txt b.txt")[0] == 0
@@ -395,20 +396,64 @@ def test_a_sandbox_and_an_orchestrator_on_unix_sockets_outside_local(tmp_path):
         orch.cleanup()
 
 
-def test_a_state_directory_too_long_for_sockets_is_a_clear_error(tmp_path):
+def test_a_state_directory_too_long_for_sockets_uses_a_short_private_one(tmp_path):
+    """STATE/run/XXXXXXXX must fit in sun_path (107 bytes). A longer STATE
+    (here 150 bytes) puts its sockets in $XDG_RUNTIME_DIR/sandboxfs-<random>,
+    private and recorded, kept across remounts; a name someone else took
+    meanwhile is never used."""
+    need_root()
+    os.chmod(tmp_path, 0o755)
+    runtime = tmp_path / "xdg"
+    runtime.mkdir(mode=0o700)
     base = str(tmp_path / "s")
-    state = base + "/" + "x" * (95 - len(base) - 1)  # 95 bytes: one too many
-    assert len(state) == 95
-    m = mount.Mount(tmp_path, local=True, state=state)
-    rc, out = m.run_daemon()
-    assert rc != 0
-    assert "too long" in out and "at most 94" in out and "-o state=DIR" in out, out
-    assert not mount.is_mounted(m.mnt)
-    # one byte shorter works
-    m = mount.Mount(tmp_path, local=True, state=state[:-1])
+    state = Path(base + "/" + "x" * (150 - len(base) - 1))
+    assert len(str(state)) == 150
+    env = {"XDG_RUNTIME_DIR": str(runtime)}
+    m = mount.Mount(tmp_path, local=True, state=state, env=env)
+    orch = sbx.LocalOrchestrator(state)
     with m:
-        os.mkdir(m.path("fits"))
-        assert ctl(m.path("fits", "ctl"), "true")[0] == 0
+        os.mkdir(m.path("deep"))
+        assert ctl(m.path("deep", "ctl"), "echo deep > d.txt")[0] == 0
+        m.secrets += [orch.token, orch.url]
+        url = sbx.sandbox_url(orch, "deep")
+        m.secrets.append(url)
+        run = Path(sbx.unix_socket_of(url)).parent
+        assert run.parent == runtime and run.name.startswith("sandboxfs-"), run
+        assert (state / "local.rundir").read_text().strip() == str(run)
+        assert stat.S_IMODE(os.stat(state / "local.rundir").st_mode) == 0o600
+        assert stat.S_IMODE(os.lstat(run).st_mode) == 0o700 and not run.is_symlink()
+        assert not (state / "run").exists()
+        assert listening_tcp_ports(process_tree(m.pid)) == []
+        os.chmod(runtime, 0o755)  # let nobody walk up to the sockets' directory
+        socks = unix_sockets(run)
+        assert len(socks) == 2, socks
+        assert as_nobody(NOBODY_CONNECT, *socks) == {s: errno.EACCES for s in socks}
+        os.chmod(runtime, 0o700)  # else it is no private runtime directory
+    m.check_log()
+
+    m = mount.Mount(tmp_path, local=True, state=state, env=env)
+    with m:
+        m.secrets += [orch.token, orch.url, url]
+        same = sbx.sandbox_url(orch, "deep") == url
+        assert same  # the same socket again (URLs are secrets: not shown)
+        assert ctl(m.path("deep", "ctl"), "cat d.txt")[0] == 0
+        assert mount.read(m.path("deep", "stdout")) == "deep\n"
+    m.check_log()
+
+    # The orchestrator took its empty directory along; someone else takes
+    # the recorded name while nothing is mounted.
+    assert not run.exists()
+    run.mkdir(mode=0o777)
+    os.chown(run, 65534, 65534)
+    m = mount.Mount(tmp_path, local=True, state=state, env=env)
+    with m:
+        new = sbx.sandbox_url(orch, "deep")
+        m.secrets += [orch.token, orch.url, url, new]
+        assert Path(sbx.unix_socket_of(new)).parent.parent == runtime
+        assert Path(sbx.unix_socket_of(new)).parent != run
+        assert os.listdir(run) == []  # nothing was put in the stranger's directory
+        assert ctl(m.path("deep", "ctl"), "cat d.txt")[0] == 0
+        assert mount.read(m.path("deep", "stdout")) == "deep\n"
     m.check_log()
 
 
