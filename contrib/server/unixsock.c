@@ -70,6 +70,7 @@ static int clear_stale(const struct sockaddr_un *a, const char *path, char *err,
 int unixsock_listen(const char *path, char *err, size_t errlen)
 {
 	struct sockaddr_un a;
+	bool bound = false;
 	int fd;
 
 	if (fill_addr(&a, path, err, errlen) || clear_stale(&a, path, err, errlen))
@@ -81,19 +82,15 @@ int unixsock_listen(const char *path, char *err, size_t errlen)
 	}
 	/* On Linux the file takes the socket's mode (less the umask) at bind:
 	 * it is never, even for a moment, open to others. */
-	if (fchmod(fd, 0600) < 0 ||
-	    bind(fd, (const struct sockaddr *)&a, sizeof(a)) < 0) {
-		snprintf(err, errlen, "cannot listen on %s: %s", path, strerror(errno));
-		close(fd);
-		return -1;
-	}
-	if (chmod(path, 0600) < 0 || listen(fd, 64) < 0) {
-		snprintf(err, errlen, "cannot listen on %s: %s", path, strerror(errno));
-		close(fd);
-		unlink(path);
-		return -1;
-	}
-	return fd;
+	if (fchmod(fd, 0600) == 0 &&
+	    (bound = bind(fd, (const struct sockaddr *)&a, sizeof(a)) == 0) &&
+	    chmod(a.sun_path, 0600) == 0 && listen(fd, 64) == 0)
+		return fd;
+	snprintf(err, errlen, "cannot listen on %s: %s", a.sun_path, strerror(errno));
+	close(fd);
+	if (bound)
+		unlink(a.sun_path);
+	return -1;
 }
 
 int unixsock_private_dir(const char *dir, char *err, size_t errlen)
