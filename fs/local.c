@@ -228,8 +228,11 @@ static int fs_choose_run_dir(struct fs_local *l, const char *state_dir, char *ms
 		if (rc == 0)
 			rc = fs_write_secret(record, dir);
 		if (rc < 0) {
-			snprintf(msg, msglen, "--local: socket directory %s: %s", dir,
-				 strerror(-rc));
+			/* its name is part of every URL: not shown */
+			snprintf(msg, msglen,
+				 "--local: cannot set up a private socket directory in "
+				 "%s: %s",
+				 base, strerror(-rc));
 			return -1;
 		}
 		snprintf(l->run_dir, sizeof(l->run_dir), "%s", dir);
@@ -303,7 +306,7 @@ int fs_local_start(struct fs_local *l, const char *state_dir, const char *server
 		return -1;
 	snprintf(api, sizeof(api), "%s/orch", l->run_dir);
 	if (fs_unix_url(api, l->url, sizeof(l->url)) < 0) {
-		snprintf(msg, msglen, "--local: socket path %s: too long", api);
+		snprintf(msg, msglen, "--local: the socket path is too long");
 		return -1;
 	}
 	if (mkdir(root, 0700) < 0 && errno != EEXIST) {
@@ -389,9 +392,9 @@ int fs_local_start(struct fs_local *l, const char *state_dir, const char *server
 			fs_local_stop(pid);
 			l->pid = 0;
 			snprintf(msg, msglen,
-				 "--local: sandbox-server listens elsewhere than on "
-				 "%s; see %s",
-				 api, logfile);
+				 "--local: sandbox-server does not listen on the "
+				 "socket it was given; see %s",
+				 logfile);
 			return -1;
 		}
 		if (got[0]) {
