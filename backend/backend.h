@@ -127,8 +127,32 @@ bool backend_name_valid(const char *name);
  * valid segments joined by single '/', no leading or trailing '/'. */
 bool backend_path_valid(const char *path);
 
+/* --- base URLs ------------------------------------------------------------
+ * A base URL (a sandbox's URL, an orchestrator's base_url) is one of
+ *   http://HOST[:PORT][/BASE]       https://HOST[:PORT][/BASE]
+ *   http+unix://ENCODED_PATH[/BASE]
+ * with no query, no fragment, no whitespace; request paths (/execute,
+ * /files/..., /v1/sandbox) are appended to BASE. The third form is a server
+ * on the Unix socket at PATH, percent-encoded whole as the host ('/' is
+ * %2F), as requests-unixsocket and others write it:
+ *   http+unix://%2Fhome%2Fme%2F.local%2Fstate%2Fsandboxfs%2Fx%2Frun%2Forch
+ * PATH is absolute and at most 107 bytes (sun_path). It never goes through
+ * a proxy. Any other scheme is refused (BACKEND_BAD_REQUEST). A URL, its
+ * host and its socket path are secrets: never in a message.
+ *
+ * A sandbox URL on a Unix socket is taken from an orchestrator only when
+ * that orchestrator is on a Unix socket itself: a remote orchestrator can
+ * never point sandboxfs at a local socket. */
+
+/* True when url is a base URL of one of these forms. */
+bool backend_url_valid(const char *url);
+
+/* The socket path of a valid http+unix:// URL (malloc'd); NULL for any
+ * other URL, or when out of memory. */
+char *backend_url_socket_path(const char *url);
+
 /* --- the sandbox contract -----------------------------------------------
- * url: the sandbox's base URL (http or https), without trailing path.
+ * url: the sandbox's base URL (above), without trailing path.
  * path: workspace-relative, see backend_path_valid; each segment is
  * percent-encoded on the wire. */
 
@@ -230,7 +254,7 @@ struct backend_sandbox {
 	char *id;
 	char *pool;  /* NULL when poolless */
 	char *image; /* NULL when absent */
-	char *url;   /* NULL when nothing serves; always http(s) otherwise */
+	char *url;   /* NULL when nothing serves; a valid base URL otherwise */
 	char *error; /* why it failed, NULL otherwise */
 	enum backend_sandbox_state state;
 };

@@ -123,6 +123,17 @@ char *backend_files_path(const char *path, bool *invalid);
 /* Percent-encodes s into a malloc'd string (unreserved bytes kept). */
 char *backend_percent_encode(const char *s);
 
+/* --- base URLs on a Unix socket (url.c) --- */
+
+/* True when url begins with http+unix:// (in any case). */
+bool backend_url_is_unix(const char *url);
+
+/* Parses http+unix://ENCODED_PATH[/BASE] (see backend.h). Returns 0 and,
+ * for each pointer given, a malloc'd copy of the URL libcurl requests
+ * (http://localhost/BASE) and of the socket path; -1 when url is not a
+ * valid one, -2 when out of memory (nothing allocated either way). */
+int backend_unix_url_parse(const char *url, char **curl_url, char **socket_path);
+
 /* Relaxed atomic add, for counters read by backend_get_stats. */
 static inline void backend_add(uint64_t *p, uint64_t n)
 {

@@ -50,9 +50,4 @@ bool backend_json_health(const char *buf, size_t len);
 char *backend_json_exec_request(const char *command, long timeout_s);
 char *backend_json_create_request(const struct backend_create_request *req);
 
-/* True when s is a usable base URL: http:// or https://, a non-empty host,
- * no whitespace or control characters, no query, no fragment (paths such
- * as /execute are appended to it). */
-bool backend_url_valid(const char *s);
-
 #endif

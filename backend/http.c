@@ -50,6 +50,7 @@ struct xfer {
 	bool rewind_refused; /* libcurl wanted to resend a `once` body */
 	int local_errno;     /* a descriptor read/write failed, or short file */
 	bool short_file;
+	char *unix_socket; /* http+unix:// base: the socket path (a secret) */
 
 	/* Body to send. */
 	uint64_t sent; /* bytes handed to libcurl */
@@ -467,6 +468,8 @@ static enum backend_status setup(struct backend *b, struct xfer *x, CURL *c,
 			rc = curl_easy_setopt(c, opt, val);                              \
 	} while (0)
 	SET(CURLOPT_URL, url);
+	if (x->unix_socket)
+		SET(CURLOPT_UNIX_SOCKET_PATH, x->unix_socket);
 #if LIBCURL_VERSION_NUM >= 0x075500
 	SET(CURLOPT_PROTOCOLS_STR, "http,https");
 #else
@@ -565,7 +568,8 @@ enum backend_status backend_http(struct backend *b, struct backend_req *r,
 
 	if (!backend_url_valid(r->base_url)) {
 		backend_set_error(err, BACKEND_BAD_REQUEST, 0,
-				  "not an http(s) base URL (no query, no fragment)");
+				  "not an http(s) or http+unix base URL (no query, "
+				  "no fragment)");
 		st = BACKEND_BAD_REQUEST;
 		goto out;
 	}
@@ -576,12 +580,25 @@ enum backend_status backend_http(struct backend *b, struct backend_req *r,
 		goto out;
 	}
 	{
-		size_t bl = strlen(r->base_url);
+		char *unix_base = NULL;
+		const char *base = r->base_url;
+
+		if (backend_url_is_unix(base) &&
+		    backend_unix_url_parse(base, &unix_base, &x.unix_socket) < 0) {
+			backend_set_error(err, BACKEND_LOCAL, 0, "out of memory");
+			st = BACKEND_LOCAL;
+			goto out;
+		}
+		base = unix_base ? unix_base : base;
+		size_t bl = strlen(base);
 
 		/* The base never ends in '/': r->path brings its own. */
-		while (bl > 0 && r->base_url[bl - 1] == '/')
+		while (bl > 0 && base[bl - 1] == '/')
 			bl--;
-		if (asprintf(&url, "%.*s%s", (int)bl, r->base_url, r->path) < 0) {
+		int n = asprintf(&url, "%.*s%s", (int)bl, base, r->path);
+
+		free(unix_base);
+		if (n < 0) {
 			url = NULL;
 			backend_set_error(err, BACKEND_LOCAL, 0, "out of memory");
 			st = BACKEND_LOCAL;
@@ -619,6 +636,7 @@ enum backend_status backend_http(struct backend *b, struct backend_req *r,
 	/* The URL (a capability) stays only in the handle until the next
 	 * call; set something harmless to drop it now. */
 	curl_easy_setopt(h->curl, CURLOPT_URL, "http://0.0.0.0/");
+	curl_easy_setopt(h->curl, CURLOPT_UNIX_SOCKET_PATH, NULL);
 	curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, NULL); /* freed below */
 	r->http_status = x.status;
 
@@ -656,6 +674,7 @@ enum backend_status backend_http(struct backend *b, struct backend_req *r,
 		scrub(msg, sizeof(msg), r->base_url);
 		authority(r->base_url, auth, sizeof(auth));
 		scrub(msg, sizeof(msg), auth);
+		scrub(msg, sizeof(msg), x.unix_socket);
 		backend_set_error(err, st, (int)x.status, "%s", msg);
 	}
 out:
@@ -664,6 +683,7 @@ out:
 	count_latency(b, now_us() - t0);
 	curl_slist_free_all(hdrs);
 	free(x.buf);
+	free(x.unix_socket);
 	free(url);
 	return st;
 }

@@ -197,7 +197,7 @@ bool backend_url_valid(const char *s)
 	else if (strncasecmp(s, "https://", 8) == 0)
 		host = s + 8;
 	else
-		return false;
+		return backend_unix_url_parse(s, NULL, NULL) == 0;
 	hostlen = strcspn(host, "/?#");
 	if (hostlen == 0 || host[0] == ':' || host[0] == '@')
 		return false;

@@ -20,13 +20,27 @@ static void req_init(struct backend_req *r, struct backend *b, enum backend_op o
 	r->stall = true;
 }
 
+/* A sandbox on a Unix socket is a local one: only an orchestrator on a
+ * Unix socket itself may name one, so that a remote orchestrator cannot
+ * point sandboxfs at a local service's socket. */
+static bool url_from_here(const struct backend_orchestrator *o, const char *url)
+{
+	return !url || !backend_url_is_unix(url) || backend_url_is_unix(o->base_url);
+}
+
 /* Decodes a status answer; a bad one is counted and reported. */
-static enum backend_status decode_sandbox(struct backend *b, struct backend_req *r,
+static enum backend_status decode_sandbox(struct backend *b,
+					  const struct backend_orchestrator *o,
+					  struct backend_req *r,
 					  struct backend_sandbox *out, bool effects,
 					  struct backend_error *err)
 {
 	enum backend_status st = backend_json_sandbox(r->answer, r->answer_len, out);
 
+	if (st == BACKEND_OK && !url_from_here(o, out->url)) {
+		backend_sandbox_clear(out);
+		st = BACKEND_BAD_ANSWER;
+	}
 	if (st == BACKEND_OK) {
 		backend_set_error(err, BACKEND_OK, (int)r->http_status, "ok");
 		return st;
@@ -76,7 +90,7 @@ enum backend_status backend_orch_create(struct backend *b,
 	st = backend_http(b, &r, err);
 	free(body);
 	if (st == BACKEND_OK)
-		st = decode_sandbox(b, &r, out, true, err);
+		st = decode_sandbox(b, o, &r, out, true, err);
 	free(r.answer);
 	return st;
 }
@@ -99,7 +113,7 @@ enum backend_status backend_orch_get(struct backend *b,
 	req_init(&r, b, BACKEND_OP_SANDBOX, "GET", o, path);
 	st = backend_http(b, &r, err);
 	if (st == BACKEND_OK) {
-		st = decode_sandbox(b, &r, out, false, err);
+		st = decode_sandbox(b, o, &r, out, false, err);
 		/* The orchestrator must answer about the id asked. */
 		if (st == BACKEND_OK && strcmp(out->id, id) != 0) {
 			backend_sandbox_clear(out);
@@ -127,6 +141,15 @@ enum backend_status backend_orch_list(struct backend *b,
 	st = backend_http(b, &r, err);
 	if (st == BACKEND_OK) {
 		st = backend_json_sandbox_list(r.answer, r.answer_len, out);
+		for (size_t i = 0; st == BACKEND_OK && i < out->count;) {
+			if (url_from_here(o, out->items[i].url)) {
+				i++;
+				continue;
+			}
+			backend_sandbox_clear(&out->items[i]);
+			out->items[i] = out->items[--out->count];
+			out->dropped++;
+		}
 		if (st == BACKEND_OK) {
 			backend_set_error(err, BACKEND_OK, (int)r.http_status, "ok");
 		} else {

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # contrib/demo.sh BUILD_DIR — the main job of `./setup.sh run` until the
-# filesystem exists: start the local orchestrator on 127.0.0.1 with a random
-# token, create a sandbox `demo` through its API, run `uname -a` in it, show
-# the output, delete the sandbox and stop the orchestrator.
+# filesystem exists: start the local orchestrator with a random token on a
+# Unix socket (as sandboxfs --local does: no TCP port), create a sandbox
+# `demo` through its API, run `uname -a` in it, show the output, delete the
+# sandbox and stop the orchestrator.
 #
 # The token and the sandbox URL are secrets: they live only in mode 0600
 # files of a private temp dir and reach curl through a config file (-K), so
-# they are never printed nor visible in the process list.
+# they are never printed nor visible in the process list. URLs are
+# http+unix://ENCODED_SOCKET_PATH/BASE; curl takes the socket apart.
 set -euo pipefail
 build=${1:?usage: contrib/demo.sh BUILD_DIR}
 server="$build/contrib/sandbox-server"
@@ -29,21 +31,30 @@ trap 'exit 130' INT TERM
 
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/token"
 "$server" --orchestrator --root "$tmp/root" --token-file "$tmp/token" \
-	--port 0 --port-file "$tmp/port" >"$tmp/server.log" 2>&1 &
+	--unix "$tmp/run/orch" --url-file "$tmp/url" >"$tmp/server.log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do
-	[ -s "$tmp/port" ] && break
+	[ -s "$tmp/url" ] && break
 	kill -0 "$pid" 2>/dev/null || { cat "$tmp/server.log" >&2; exit 1; }
 	sleep 0.05
 done
-[ -s "$tmp/port" ] || { echo "demo: the orchestrator did not start" >&2; exit 1; }
-orch="http://127.0.0.1:$(cat "$tmp/port")"
+[ -s "$tmp/url" ] || { echo "demo: the orchestrator did not start" >&2; exit 1; }
+orch=$(cat "$tmp/url")
+
+# unix_part WHICH URL: the socket path (WHICH=socket) or the path after it
+# (WHICH=path) of an http+unix:// URL.
+unix_part() {
+	/usr/bin/python3 -c 'import sys, urllib.parse as u
+p = u.urlsplit(sys.argv[2])
+print(u.unquote(p.netloc) if sys.argv[1] == "socket" else p.path)' "$1" "$2"
+}
 
 # api METHOD URL [BODY_FILE]: one request, answer body on stdout; fails
 # on an HTTP error status.
 api() {
 	{
-		printf 'url = "%s"\n' "$2"
+		printf 'unix-socket = "%s"\n' "$(unix_part socket "$2")"
+		printf 'url = "http://localhost%s"\n' "$(unix_part path "$2")"
 		printf 'request = "%s"\n' "$1"
 		printf 'header = "Authorization: Bearer %s"\n' "$(cat "$tmp/token")"
 		if [ -n "${3:-}" ]; then

@@ -486,14 +486,10 @@ int fs_sandbox_remove(struct fs_mount *m, const char *id)
 	return rc;
 }
 
+/* http(s) or http+unix (backend.h), of a sane length */
 static bool fs_url_valid(const char *url)
 {
-	if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
-		return false;
-	for (const char *p = url; *p; p++)
-		if (isspace((unsigned char)*p) || iscntrl((unsigned char)*p))
-			return false;
-	return strlen(url) > 8 && strlen(url) < 2048;
+	return strlen(url) < 2048 && backend_url_valid(url);
 }
 
 int fs_sandbox_attach(struct fs_mount *m, const char *id, const char *url)

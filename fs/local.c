@@ -1,9 +1,30 @@
 /*
  * local.c — the embedded default (DESIGN.md §8): start the project's own
- * orchestrator, sandbox-server --orchestrator, on 127.0.0.1 with a random
- * token, its sandboxes under STATE/local; stop it by its PID at unmount.
+ * orchestrator, sandbox-server --orchestrator, with a random token, its
+ * sandboxes under STATE/local; stop it by its PID at unmount.
+ *
+ * It is private to the mounting user: the orchestrator and every sandbox
+ * listen on Unix sockets in a directory of this user's alone (0700; the
+ * sockets 0600, and the server refuses a peer of another uid), never on a
+ * TCP port.
+ *
+ * That directory is STATE/run whenever its sockets fit in sun_path (107
+ * bytes: STATE up to 94): the state directory is private, persistent and
+ * the same for every mount of this state, so a sandbox is served again at
+ * the same socket, under the same URL, after a remount, and no other user
+ * can ever take that address (a TCP port can be taken). A longer STATE
+ * (a deep home or mountpoint gives one) cannot hold sockets; its sockets
+ * go to a short directory with a random name, sandboxfs-<16 hex>, in
+ * $XDG_RUNTIME_DIR (made for sockets, private to the user) or else /tmp,
+ * created 0700 and checked to be ours (never a symlink, never another
+ * user's: a name taken by someone else is replaced by a new one), its path
+ * recorded in STATE/local.rundir so a remount uses it again. It is second
+ * best: /run/user/UID vanishes at logout under a mount that outlives the
+ * session, and /tmp may be cleaned.
  */
 #include "local_i.h"
+
+#include "backend.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -91,6 +112,139 @@ static int fs_write_secret(const char *path, const char *data)
 	return 0;
 }
 
+/* "http+unix://" and path with every byte but the unreserved ones
+ * percent-encoded, as sandbox-server writes it. */
+static int fs_unix_url(const char *path, char *out, size_t len)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = (size_t)snprintf(out, len, "http+unix://");
+	for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+		if (o + 4 > len)
+			return -ENAMETOOLONG;
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || strchr("-._~", *p)) {
+			out[o++] = (char)*p;
+		} else {
+			out[o++] = '%';
+			out[o++] = hex[*p >> 4];
+			out[o++] = hex[*p & 15];
+		}
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+/* dir is a private directory of this user: created 0700 when missing; an
+ * existing one must be a real directory (not a symlink) owned by this
+ * user, and is made 0700. Returns 0 or -errno (-EPERM: someone else's). */
+static int fs_private_dir(const char *dir)
+{
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ELOOP ? -EPERM : -errno;
+	struct stat st;
+	int rc = 0;
+	if (fstat(fd, &st) < 0)
+		rc = -errno;
+	else if (st.st_uid != getuid())
+		rc = -EPERM;
+	else if ((st.st_mode & 07777) != 0700 && fchmod(fd, 0700) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* The longest socket in dir is a sandbox's: dir/ and 8 hex digits. */
+static bool fs_sockets_fit(const char *dir)
+{
+	return strlen(dir) + 1 + 8 <= FS_LOCAL_SOCKET_MAX;
+}
+
+#define FS_SHORT_NAME "/sandboxfs-"
+#define FS_SHORT_HEX  16
+
+/* Where a short socket directory goes: $XDG_RUNTIME_DIR when it is this
+ * user's private directory, else /tmp. */
+static const char *fs_short_base(void)
+{
+	const char *x = getenv("XDG_RUNTIME_DIR");
+	struct stat st;
+	if (!x || x[0] != '/' || lstat(x, &st) < 0 || !S_ISDIR(st.st_mode) ||
+	    st.st_uid != getuid() || (st.st_mode & 077))
+		return "/tmp";
+	/* X/sandboxfs-<hex>/ and a sandbox's 8 hex digits */
+	size_t longest = strlen(x) + strlen(FS_SHORT_NAME) + FS_SHORT_HEX + 1 + 8;
+	return longest <= FS_LOCAL_SOCKET_MAX ? x : "/tmp";
+}
+
+/* True when dir is BASE/sandboxfs-<16 hex>, a name fs_choose_run_dir gave. */
+static bool fs_short_dir_named(const char *dir, const char *base)
+{
+	size_t n = strlen(base), k = strlen(FS_SHORT_NAME);
+	if (strncmp(dir, base, n) != 0 || strncmp(dir + n, FS_SHORT_NAME, k) != 0 ||
+	    strlen(dir + n + k) != FS_SHORT_HEX)
+		return false;
+	return strspn(dir + n + k, "0123456789abcdef") == FS_SHORT_HEX;
+}
+
+/* Sets l->run_dir, the directory of every socket (see the top). */
+static int fs_choose_run_dir(struct fs_local *l, const char *state_dir, char *msg,
+			     size_t msglen)
+{
+	snprintf(l->run_dir, sizeof(l->run_dir), "%s/run", state_dir);
+	if (fs_sockets_fit(l->run_dir))
+		return 0;
+	char record[PATH_MAX], dir[PATH_MAX] = "";
+	snprintf(record, sizeof(record), "%s/local.rundir", state_dir);
+	const char *base = fs_short_base();
+	FILE *f = fopen(record, "re");
+	if (f) {
+		if (!fgets(dir, sizeof(dir), f))
+			dir[0] = '\0';
+		fclose(f);
+		dir[strcspn(dir, "\n")] = '\0';
+	}
+	if (fs_short_dir_named(dir, base) && fs_private_dir(dir) == 0) {
+		snprintf(l->run_dir, sizeof(l->run_dir), "%s", dir);
+		return 0;
+	}
+	/* None yet, another base, or someone else holds that name now. */
+	for (int tries = 0; tries < 16; tries++) {
+		unsigned char rnd[FS_SHORT_HEX / 2];
+		char hex[FS_SHORT_HEX + 1];
+		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+			break;
+		for (size_t i = 0; i < sizeof(rnd); i++)
+			snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
+		snprintf(dir, sizeof(dir), "%s" FS_SHORT_NAME "%s", base, hex);
+		if (mkdir(dir, 0700) < 0) {
+			if (errno == EEXIST)
+				continue; /* a fresh name only */
+			break;
+		}
+		int rc = fs_private_dir(dir);
+		if (rc == 0)
+			rc = fs_write_secret(record, dir);
+		if (rc < 0) {
+			/* its name is part of every URL: not shown */
+			snprintf(msg, msglen,
+				 "--local: cannot set up a private socket directory in "
+				 "%s: %s",
+				 base, strerror(-rc));
+			return -1;
+		}
+		snprintf(l->run_dir, sizeof(l->run_dir), "%s", dir);
+		return 0;
+	}
+	snprintf(msg, msglen,
+		 "--local: the state directory %s is too long for Unix sockets, and "
+		 "no private directory for them could be made in %s: %s",
+		 state_dir, base, strerror(errno ? errno : EEXIST));
+	return -1;
+}
+
 static bool fs_pid_alive(pid_t pid)
 {
 	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
@@ -140,18 +294,28 @@ int fs_local_start(struct fs_local *l, const char *state_dir, const char *server
 			 "or SANDBOXFS_SERVER)");
 		return -1;
 	}
-	char root[PATH_MAX], tokfile[PATH_MAX], portfile[PATH_MAX], logfile[PATH_MAX],
-	    pidfile[PATH_MAX];
+	char root[PATH_MAX], tokfile[PATH_MAX], urlfile[PATH_MAX], logfile[PATH_MAX],
+	    pidfile[PATH_MAX], oldport[PATH_MAX], api[PATH_MAX + 8];
 	snprintf(root, sizeof(root), "%s/local", state_dir);
 	snprintf(tokfile, sizeof(tokfile), "%s/local.token", state_dir);
-	snprintf(portfile, sizeof(portfile), "%s/local.port", state_dir);
+	snprintf(urlfile, sizeof(urlfile), "%s/local.url", state_dir);
 	snprintf(logfile, sizeof(logfile), "%s/local.log", state_dir);
 	snprintf(pidfile, sizeof(pidfile), "%s/local.pid", state_dir);
+	snprintf(oldport, sizeof(oldport), "%s/local.port", state_dir);
+	if (fs_choose_run_dir(l, state_dir, msg, msglen) < 0)
+		return -1;
+	snprintf(api, sizeof(api), "%s/orch", l->run_dir);
+	if (fs_unix_url(api, l->url, sizeof(l->url)) < 0) {
+		snprintf(msg, msglen, "--local: the socket path is too long");
+		return -1;
+	}
 	if (mkdir(root, 0700) < 0 && errno != EEXIST) {
 		snprintf(msg, msglen, "--local: %s: %s", root, strerror(errno));
 		return -1;
 	}
 	fs_stop_stale(pidfile, root);
+	/* Only sockets now: a port file of an earlier version goes. */
+	unlink(oldport);
 
 	unsigned char rnd[24];
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
@@ -166,7 +330,7 @@ int fs_local_start(struct fs_local *l, const char *state_dir, const char *server
 		snprintf(msg, msglen, "--local: %s: %s", tokfile, strerror(-rc));
 		return -1;
 	}
-	unlink(portfile);
+	unlink(urlfile);
 
 	int logfd = open(logfile, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	pid_t parent = getpid();
@@ -195,8 +359,8 @@ int fs_local_start(struct fs_local *l, const char *state_dir, const char *server
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		execl(server, server, "--orchestrator", "--root", root, "--port", "0",
-		      "--port-file", portfile, "--token-file", tokfile, (char *)NULL);
+		execl(server, server, "--orchestrator", "--root", root, "--unix", api,
+		      "--url-file", urlfile, "--token-file", tokfile, (char *)NULL);
 		_exit(127);
 	}
 	if (logfd >= 0)
@@ -213,18 +377,27 @@ int fs_local_start(struct fs_local *l, const char *state_dir, const char *server
 		close(pfd);
 	}
 
-	/* wait (bounded) for the port file, while the server lives */
+	/* wait (bounded) for the URL file, while the server lives */
 	for (int i = 0; i < 200; i++) {
-		FILE *f = fopen(portfile, "re");
-		int port = 0;
+		char got[sizeof(l->url) + 2] = "";
+		FILE *f = fopen(urlfile, "re");
 		if (f) {
-			if (fscanf(f, "%d", &port) != 1)
-				port = 0;
+			if (!fgets(got, sizeof(got), f))
+				got[0] = '\0';
 			fclose(f);
+			got[strcspn(got, "\n")] = '\0';
 		}
-		if (port > 0 && port < 65536) {
-			chmod(portfile, 0600); /* the server made it with its umask */
-			snprintf(l->url, sizeof(l->url), "http://127.0.0.1:%d", port);
+		if (got[0] && strcmp(got, l->url) != 0) {
+			/* Never talk to an address we did not choose. */
+			fs_local_stop(pid);
+			l->pid = 0;
+			snprintf(msg, msglen,
+				 "--local: sandbox-server does not listen on the "
+				 "socket it was given; see %s",
+				 logfile);
+			return -1;
+		}
+		if (got[0]) {
 			snprintf(l->token, sizeof(l->token), "%s", token);
 			return 0;
 		}
@@ -243,6 +416,33 @@ int fs_local_start(struct fs_local *l, const char *state_dir, const char *server
 	snprintf(msg, msglen, "--local: sandbox-server did not start within 10 s; see %s",
 		 logfile);
 	return -1;
+}
+
+bool fs_local_url_ours(const struct fs_local *l, const char *url)
+{
+	char *path = backend_url_socket_path(url);
+	if (!path)
+		return false;
+	size_t n = strlen(l->run_dir);
+	bool ours = strncmp(path, l->run_dir, n) == 0 && path[n] == '/' &&
+		    strchr(path + n + 1, '/') == NULL;
+	free(path);
+	return ours;
+}
+
+size_t fs_local_forget_foreign(const struct fs_local *l, struct journal_state *st)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < st->count; i++) {
+		struct journal_sandbox *j = &st->sandboxes[i];
+		if (!j->owned || !j->url || fs_local_url_ours(l, j->url))
+			continue;
+		explicit_bzero(j->url, strlen(j->url));
+		free(j->url);
+		j->url = NULL;
+		n++;
+	}
+	return n;
 }
 
 void fs_local_stop(pid_t pid)

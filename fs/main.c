@@ -406,6 +406,8 @@ int main(int argc, char *argv[])
 		fs_log("journal: cannot read its state");
 		goto out_local;
 	}
+	if (m->opt.local) /* before anything can send to them */
+		fs_local_forget_foreign(&local, &st);
 	fs_model_load(m, &st);
 
 	char cache_dir[PATH_MAX];

@@ -124,7 +124,8 @@ int fs_options_parse(struct fuse_args *args, struct fs_options *o)
 	if (o->source && !strcmp(o->source, "local")) {
 		o->local = 1;
 	} else if (o->source && (!strncmp(o->source, "http://", 7) ||
-				 !strncmp(o->source, "https://", 8))) {
+				 !strncmp(o->source, "https://", 8) ||
+				 !strncmp(o->source, "http+unix://", 12))) {
 		if (o->orchestrator) {
 			fprintf(stderr,
 				"sandboxfs: SOURCE %s and orchestrator= both name "

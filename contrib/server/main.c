@@ -14,6 +14,7 @@
 #include "faults.h"
 #include "orch.h"
 #include "sandbox.h"
+#include "unixsock.h"
 
 #define MAX_POOLS 64
 
@@ -30,15 +31,26 @@ static void usage(FILE *out)
 	    "/workspace), SANDBOX_PORT (3000) and SANDBOX_SHELL (/bin/sh).\n"
 	    "\n"
 	    "With --orchestrator, serves /v1/sandbox and /v1/sandbox-pool; each\n"
-	    "sandbox is a contract server on its own 127.0.0.1 port with its workspace\n"
-	    "in ROOT/ID/workspace, and is served again on the same port after a "
-	    "restart.\n"
+	    "sandbox is a contract server on its own 127.0.0.1 port (with --unix: its\n"
+	    "own Unix socket) with its workspace in ROOT/ID/workspace, and is served\n"
+	    "again on the same port or socket after a restart.\n"
 	    "\n"
 	    "Options (both modes):\n"
 	    "  --listen ADDR        address to listen on (default 127.0.0.1); an\n"
 	    "                       orchestrator's sandboxes always use 127.0.0.1\n"
 	    "  --port N             port (0: ephemeral; overrides SANDBOX_PORT)\n"
 	    "  --port-file PATH     write the bound port there, atomically, once\n"
+	    "                       connections are accepted\n"
+	    "  --unix PATH          listen on the Unix socket PATH (mode 0600) instead\n"
+	    "                       of TCP: no TCP port at all; a request whose peer\n"
+	    "                       runs as another uid (SO_PEERCRED) is refused with\n"
+	    "                       403. With --orchestrator, PATH's directory must be\n"
+	    "                       private (created 0700; owned by this user) and each\n"
+	    "                       sandbox listens on a socket of its own there, its\n"
+	    "                       URL http+unix://%%2FDIR%%2FXXXXXXXX (its path\n"
+	    "                       percent-encoded as the host)\n"
+	    "  --url-file PATH      write the URL clients use (http://ADDR:PORT or\n"
+	    "                       http+unix://...) there, mode 0600, atomically, once\n"
 	    "                       connections are accepted\n"
 	    "  --workspace DIR      the workspace (overrides SANDBOX_WORKSPACE)\n"
 	    "  --shell PATH         the shell for commands (overrides SANDBOX_SHELL)\n"
@@ -87,20 +99,56 @@ static void usage(FILE *out)
 	    "faults. /_admin/log lists the last 1000 commands started by /execute.\n");
 }
 
-/* Write the port to path through a temporary file and a rename, so a
- * reader never sees a partial number. */
-static int write_port_file(const char *path, unsigned port)
+/* Write a line to path (mode 0600) through a temporary file and a
+ * rename, so a reader never sees a partial one. */
+static int write_line_file(const char *path, const char *line)
 {
 	char tmp[4096];
 	FILE *f;
+	int fd;
 
 	snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
-	f = fopen(tmp, "we");
-	if (!f)
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
 		return -1;
-	fprintf(f, "%u\n", port);
+	}
+	fprintf(f, "%s\n", line);
 	if (fclose(f) || rename(tmp, path)) {
 		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+/* What clients connect to: http://ADDR:PORT or the Unix form. */
+static char *server_url(const char *unix_path, const char *listen, unsigned port)
+{
+	char *url = NULL;
+
+	if (unix_path)
+		return unixsock_url(unix_path);
+	if (asprintf(&url, strchr(listen, ':') ? "http://[%s]:%u" : "http://%s:%u",
+		     listen, port) < 0)
+		return NULL;
+	return url;
+}
+
+/* --unix PATH made absolute, so that its URL names it from anywhere.
+ * Returns 0, or -1 with errno set. */
+static int absolute_path(const char *path, char *out, size_t len)
+{
+	char cwd[4096];
+
+	if (path[0] == '/') {
+		cwd[0] = '\0';
+	} else if (!getcwd(cwd, sizeof(cwd))) {
+		return -1;
+	}
+	if (snprintf(out, len, "%s%s%s", cwd, cwd[0] ? "/" : "", path) >= (int)len) {
+		errno = ENAMETOOLONG;
 		return -1;
 	}
 	return 0;
@@ -148,6 +196,8 @@ int main(int argc, char **argv)
 		O_LISTEN = 256,
 		O_PORT,
 		O_PORT_FILE,
+		O_UNIX,
+		O_URL_FILE,
 		O_WORKSPACE,
 		O_SHELL,
 		O_FAULTS,
@@ -164,6 +214,8 @@ int main(int argc, char **argv)
 	    {"listen", required_argument, NULL, O_LISTEN},
 	    {"port", required_argument, NULL, O_PORT},
 	    {"port-file", required_argument, NULL, O_PORT_FILE},
+	    {"unix", required_argument, NULL, O_UNIX},
+	    {"url-file", required_argument, NULL, O_URL_FILE},
 	    {"workspace", required_argument, NULL, O_WORKSPACE},
 	    {"shell", required_argument, NULL, O_SHELL},
 	    {"faults", no_argument, NULL, O_FAULTS},
@@ -178,7 +230,8 @@ int main(int argc, char **argv)
 	    {NULL, 0, NULL, 0},
 	};
 	const char *listen = "127.0.0.1", *port_file = NULL, *root = NULL,
-		   *token_file = NULL;
+		   *token_file = NULL, *unix_arg = NULL, *url_file = NULL;
+	bool tcp_given = false;
 	const char *workspace = getenv("SANDBOX_WORKSPACE");
 	const char *shell = getenv("SANDBOX_SHELL");
 	const char *env_port = getenv("SANDBOX_PORT");
@@ -201,12 +254,20 @@ int main(int argc, char **argv)
 		switch (c) {
 		case O_LISTEN:
 			listen = optarg;
+			tcp_given = true;
 			break;
 		case O_PORT:
 			if (parse_port(optarg, &port)) {
 				fprintf(stderr, "sandbox-server: bad --port\n");
 				return 2;
 			}
+			tcp_given = true;
+			break;
+		case O_UNIX:
+			unix_arg = optarg;
+			break;
+		case O_URL_FILE:
+			url_file = optarg;
 			break;
 		case O_PORT_FILE:
 			port_file = optarg;
@@ -285,6 +346,19 @@ int main(int argc, char **argv)
 		fprintf(stderr, "sandbox-server: --orchestrator needs --root DIR\n");
 		return 2;
 	}
+	if (unix_arg && (tcp_given || port_file)) {
+		fprintf(stderr, "sandbox-server: --unix excludes --listen, --port and "
+				"--port-file (use --url-file)\n");
+		return 2;
+	}
+	static char unix_buf[8192];
+	const char *unix_path = unix_arg ? unix_buf : NULL;
+
+	if (unix_arg && absolute_path(unix_arg, unix_buf, sizeof(unix_buf))) {
+		fprintf(stderr, "sandbox-server: --unix %s: %s\n", unix_arg,
+			strerror(errno));
+		return 1;
+	}
 	if (!orchestrator && (root || token_file || npools || machinery)) {
 		fprintf(
 		    stderr,
@@ -324,6 +398,7 @@ int main(int argc, char **argv)
 		    .npools = npools,
 		    .listen = listen,
 		    .port = port,
+		    .unix_path = unix_path,
 		    .shell = shell,
 		    .admin = admin,
 		    .machinery = machinery,
@@ -346,6 +421,7 @@ int main(int argc, char **argv)
 		    .shell = shell,
 		    .listen = listen,
 		    .port = port,
+		    .unix_path = unix_path,
 		    .admin = admin,
 		    .faults = faults,
 		};
@@ -357,19 +433,24 @@ int main(int argc, char **argv)
 		}
 		bound = sandbox_port(sb);
 	}
-	if (port_file && write_port_file(port_file, bound)) {
-		fprintf(stderr, "sandbox-server: cannot write %s: %s\n", port_file,
+	char portline[16], *url = url_file ? server_url(unix_path, listen, bound) : NULL;
+	const char *failed = NULL;
+
+	snprintf(portline, sizeof(portline), "%u", bound);
+	if (port_file && write_line_file(port_file, portline))
+		failed = port_file;
+	else if (url_file && (!url || write_line_file(url_file, url)))
+		failed = url_file;
+	free(url);
+	if (failed) {
+		fprintf(stderr, "sandbox-server: cannot write %s: %s\n", failed,
 			strerror(errno));
-		if (o)
-			orch_stop(o);
-		if (sb)
-			sandbox_stop(sb);
-		return 1;
+	} else {
+		sigwait(&set, &sig);
 	}
-	sigwait(&set, &sig);
 	if (o)
 		orch_stop(o);
 	if (sb)
 		sandbox_stop(sb);
-	return 0;
+	return failed ? 1 : 0;
 }

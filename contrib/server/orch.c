@@ -17,6 +17,7 @@
 #include "files.h"
 #include "sandbox.h"
 #include "svc.h"
+#include "unixsock.h"
 
 #define META_NAME     "sandbox.json"
 #define CONTRACT_PORT 3000 /* the reference server's port, for "urls" */
@@ -25,7 +26,8 @@ struct box {
 	char id[64];
 	char *pool, *image, *error;
 	int cport;     /* the sandbox's own port, the key of "urls" */
-	uint16_t port; /* where it is served on 127.0.0.1 */
+	uint16_t port; /* where it is served on 127.0.0.1 (TCP mode) */
+	char sock[9];  /* its socket's name in sockdir (Unix mode): 8 hex */
 	const char *status;
 	cJSON *cpu, *memory, *environment; /* as given */
 	long idle_s, timeout_s;
@@ -40,6 +42,7 @@ struct orch {
 	struct box *boxes;
 	char *root;
 	int rootfd, lockfd;
+	char *sockdir; /* Unix mode: the private directory of every socket */
 	char *token;
 	char **pools;
 	long *pool_max; /* 0: no limit */
@@ -112,31 +115,81 @@ static void add_str_or_null(cJSON *o, const char *k, const char *v)
 		cJSON_AddNullToObject(o, k);
 }
 
-/* The status object of CONTRACT.md. Caller holds the lock. */
-static cJSON *box_status(const struct box *b)
+static void box_socket_path(const struct orch *o, const struct box *b, char *out,
+			    size_t len)
 {
-	cJSON *o = cJSON_CreateObject(), *urls = cJSON_CreateObject();
-	char url[64], key[16];
-
-	cJSON_AddStringToObject(o, "id", b->id);
-	add_str_or_null(o, "poolId", b->pool);
-	cJSON_AddStringToObject(o, "status", b->status);
-	if (b->sb) {
-		snprintf(url, sizeof(url), "http://127.0.0.1:%u", (unsigned)b->port);
-		snprintf(key, sizeof(key), "%d", b->cport);
-		cJSON_AddStringToObject(o, "url", url);
-		cJSON_AddStringToObject(urls, key, url);
-	}
-	cJSON_AddItemToObject(o, "urls", urls);
-	add_str_or_null(o, "image", b->image);
-	cJSON_AddItemToObject(o, "cpu", dup_or_null(b->cpu));
-	cJSON_AddItemToObject(o, "memory", dup_or_null(b->memory));
-	add_str_or_null(o, "error", b->error);
-	return o;
+	snprintf(out, len, "%s/%s", o->sockdir, b->sock);
 }
 
-/* Write ROOT/ID/sandbox.json atomically (mode 0600: it holds the port,
- * and the URL is a capability). Caller holds the lock. */
+/* Where a box is served: http+unix://... in Unix mode (malloc'd). */
+static char *box_url(const struct orch *o, const struct box *b)
+{
+	char path[4096], *url = NULL;
+
+	if (o->sockdir) {
+		box_socket_path(o, b, path, sizeof(path));
+		return unixsock_url(path);
+	}
+	if (asprintf(&url, "http://127.0.0.1:%u", (unsigned)b->port) < 0)
+		return NULL;
+	return url;
+}
+
+/* A fresh socket name for a box: no live box nor file has it, so an old
+ * URL never reaches a new sandbox. Caller holds the lock. */
+static void box_pick_socket(const struct orch *o, struct box *b)
+{
+	char path[4096];
+	struct stat st;
+	bool taken;
+
+	do {
+		taken = false;
+		snprintf(b->sock, sizeof(b->sock), "%08x", arc4random());
+		for (const struct box *x = o->boxes; x && !taken; x = x->next)
+			taken = x != b && !strcmp(x->sock, b->sock);
+		box_socket_path(o, b, path, sizeof(path));
+		taken = taken || lstat(path, &st) == 0;
+	} while (taken);
+}
+
+static bool socket_name_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n != 8)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/* The status object of CONTRACT.md. Caller holds the lock. */
+static cJSON *box_status(const struct orch *o, const struct box *b)
+{
+	cJSON *j = cJSON_CreateObject(), *urls = cJSON_CreateObject();
+	char key[16], *url = b->sb ? box_url(o, b) : NULL;
+
+	cJSON_AddStringToObject(j, "id", b->id);
+	add_str_or_null(j, "poolId", b->pool);
+	cJSON_AddStringToObject(j, "status", b->status);
+	if (url) {
+		snprintf(key, sizeof(key), "%d", b->cport);
+		cJSON_AddStringToObject(j, "url", url);
+		cJSON_AddStringToObject(urls, key, url);
+		free(url);
+	}
+	cJSON_AddItemToObject(j, "urls", urls);
+	add_str_or_null(j, "image", b->image);
+	cJSON_AddItemToObject(j, "cpu", dup_or_null(b->cpu));
+	cJSON_AddItemToObject(j, "memory", dup_or_null(b->memory));
+	add_str_or_null(j, "error", b->error);
+	return j;
+}
+
+/* Write ROOT/ID/sandbox.json atomically (mode 0600: it holds the port or
+ * socket, and the URL is a capability). Caller holds the lock. */
 static int box_save(struct orch *o, const struct box *b)
 {
 	cJSON *m = cJSON_CreateObject();
@@ -148,6 +201,8 @@ static int box_save(struct orch *o, const struct box *b)
 	add_str_or_null(m, "image", b->image);
 	cJSON_AddNumberToObject(m, "containerPort", b->cport);
 	cJSON_AddNumberToObject(m, "hostPort", b->port);
+	if (b->sock[0])
+		cJSON_AddStringToObject(m, "socket", b->sock);
 	cJSON_AddStringToObject(m, "status", b->status);
 	add_str_or_null(m, "error", b->error);
 	cJSON_AddItemToObject(m, "cpu", dup_or_null(b->cpu));
@@ -180,7 +235,8 @@ out:
 	return rc;
 }
 
-/* Serve a box's workspace on its port (port 0: a new ephemeral one). */
+/* Serve a box's workspace on its port (port 0: a new ephemeral one), or
+ * in Unix mode on its socket. */
 static void box_serve(struct orch *o, struct box *b, uint16_t port)
 {
 	char ws[4096], err[200];
@@ -194,8 +250,14 @@ static void box_serve(struct orch *o, struct box *b, uint16_t port)
 	    .faults = o->sandbox_faults,
 	};
 
+	char sock[4096];
+
 	snprintf(ws, sizeof(ws), "%s/%s/workspace", o->root, b->id);
 	sc.workspace = ws;
+	if (o->sockdir) {
+		box_socket_path(o, b, sock, sizeof(sock));
+		sc.unix_path = sock;
+	}
 	if (cJSON_IsObject(b->environment)) {
 		env = calloc((size_t)cJSON_GetArraySize(b->environment) + 1,
 			     sizeof(char *));
@@ -520,6 +582,8 @@ static enum MHD_Result create_finish(struct req *r)
 		box_free(b);
 		return svc_reply_error(r, 500, "cannot create the sandbox directory");
 	}
+	if (o->sockdir)
+		box_pick_socket(o, b);
 	box_serve(o, b, 0);
 	if (o->machinery && b->sb)
 		machinery_create(o, b);
@@ -535,7 +599,7 @@ static enum MHD_Result create_finish(struct req *r)
 	b->next = o->boxes;
 	o->boxes = b;
 	atomic_fetch_add(&o->svc.stats.creates, 1);
-	st = box_status(b);
+	st = box_status(o, b);
 	pthread_mutex_unlock(&o->lock);
 	return svc_reply_json(r, 201, st);
 }
@@ -573,7 +637,7 @@ static enum MHD_Result orch_finish(struct req *r)
 
 		pthread_mutex_lock(&o->lock);
 		for (b = o->boxes; b; b = b->next)
-			cJSON_AddItemToArray(arr, box_status(b));
+			cJSON_AddItemToArray(arr, box_status(o, b));
 		pthread_mutex_unlock(&o->lock);
 		return svc_reply_json(r, 200, res);
 	}
@@ -592,7 +656,7 @@ static enum MHD_Result orch_finish(struct req *r)
 			box_destroy(o, b);
 			return svc_reply_empty(r, 204);
 		}
-		res = box_status(b);
+		res = box_status(o, b);
 		pthread_mutex_unlock(&o->lock);
 		return svc_reply_json(r, 200, res);
 	}
@@ -768,6 +832,9 @@ static struct box *box_load(struct orch *o, const char *id)
 	b->cpu = OBJ("cpu");
 	b->memory = OBJ("memory");
 	b->environment = OBJ("environment");
+	it = cJSON_GetObjectItem(m, "socket");
+	if (cJSON_IsString(it) && socket_name_valid(it->valuestring))
+		snprintf(b->sock, sizeof(b->sock), "%s", it->valuestring);
 	it = cJSON_GetObjectItem(m, "status");
 	b->status = cJSON_IsString(it) && !strcmp(it->valuestring, "failed") ? "failed"
 		    : cJSON_IsString(it) && !strcmp(it->valuestring, "deleting")
@@ -807,12 +874,17 @@ static void orch_recover(struct orch *o)
 		if (strcmp(b->status, "failed")) {
 			uint16_t port = b->port;
 
+			/* A sandbox of a TCP run gets its first socket. */
+			if (o->sockdir && !b->sock[0])
+				box_pick_socket(o, b);
 			box_serve(o, b, port);
 			if (!b->sb) {
 				b->port = port; /* keep the port it is known by */
 				free(b->error);
-				b->error =
-				    strdup("cannot serve the sandbox on its port again");
+				b->error = strdup(
+				    o->sockdir
+					? "cannot serve the sandbox on its socket again"
+					: "cannot serve the sandbox on its port again");
 			} else {
 				box_save(o, b);
 			}
@@ -826,12 +898,39 @@ static void orch_recover(struct orch *o)
 		close(fd);
 }
 
+/* Unix mode: the API's socket and every sandbox's are in one private
+ * directory, the API's own; a sandbox's path must fit in sun_path. */
+static int orch_unix_setup(struct orch *o, const char *api_path, char *err, size_t errlen)
+{
+	const char *slash = strrchr(api_path, '/');
+
+	if (api_path[0] != '/' || !slash) {
+		snprintf(err, errlen, "--unix needs an absolute path");
+		return -1;
+	}
+	o->sockdir = slash == api_path ? strdup("/")
+				       : strndup(api_path, (size_t)(slash - api_path));
+	if (!o->sockdir) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (strlen(o->sockdir) + 1 + 8 > UNIXSOCK_PATH_MAX) {
+		snprintf(err, errlen,
+			 "the directory %s is too long for the sandboxes' sockets: "
+			 "%zu bytes, at most %d",
+			 o->sockdir, strlen(o->sockdir), UNIXSOCK_PATH_MAX - 9);
+		return -1;
+	}
+	return unixsock_private_dir(o->sockdir, err, errlen);
+}
+
 struct orch *orch_start(const struct orch_config *c, char *err, size_t errlen)
 {
 	struct orch *o = calloc(1, sizeof(*o));
 	struct svc_config sc = {
 	    .listen = c->listen,
 	    .port = c->port,
+	    .unix_path = c->unix_path,
 	    .admin = c->admin,
 	    .faults = c->faults,
 	    .ops = &orch_ops,
@@ -877,6 +976,8 @@ struct orch *orch_start(const struct orch_config *c, char *err, size_t errlen)
 			 o->root);
 		goto fail;
 	}
+	if (c->unix_path && orch_unix_setup(o, c->unix_path, err, errlen))
+		goto fail;
 	orch_recover(o);
 	if (svc_start(&o->svc, &sc, err, errlen))
 		goto fail;
@@ -917,6 +1018,9 @@ void orch_stop(struct orch *o)
 	free(o->pools);
 	free(o->pool_max);
 	free(o->root);
+	if (o->sockdir)
+		rmdir(o->sockdir); /* when every socket is gone; made again at start */
+	free(o->sockdir);
 	free(o->token);
 	free(o->shell);
 	pthread_mutex_destroy(&o->lock);

@@ -1,12 +1,19 @@
 /*
  * orch.h — the local orchestrator: the /v1/sandbox API of CONTRACT.md over
  * sandboxes that are directories under a root, each served by its own
- * contract server on 127.0.0.1.
+ * contract server: on 127.0.0.1, or in Unix mode on a Unix socket.
  *
  * Layout of the root (mode 0700): ROOT/.lock (held while serving),
- * ROOT/ID/sandbox.json (mode 0600: id, pool, image, port, ...) and
- * ROOT/ID/workspace/. At start every sandbox found there is served again
- * on the port it had, so its URL stays valid across restarts.
+ * ROOT/ID/sandbox.json (mode 0600: id, pool, image, port or socket, ...)
+ * and ROOT/ID/workspace/. At start every sandbox found there is served
+ * again on the port or socket it had, so its URL stays valid across
+ * restarts.
+ *
+ * Unix mode (unix_path set): the API listens on unix_path, and each
+ * sandbox on DIR/XXXXXXXX (8 random hex digits, kept in sandbox.json),
+ * DIR being unix_path's directory, which must be private (svc.h,
+ * unixsock.h); its URL is http+unix:// and DIR/XXXXXXXX percent-encoded.
+ * No TCP port at all.
  */
 #ifndef SBX_ORCH_H
 #define SBX_ORCH_H
@@ -26,13 +33,15 @@ struct orch_config {
 	size_t npools;
 	const char *listen; /* the API's address; sandboxes use 127.0.0.1 */
 	uint16_t port;
-	const char *shell; /* for the sandboxes' commands */
-	bool admin;	   /* /_admin/ on the API and on every sandbox */
-	bool machinery;	   /* new workspaces hold .pool/, .sandbox-agent, ... */
+	const char *unix_path; /* Unix mode: the API's socket (absolute) */
+	const char *shell;     /* for the sandboxes' commands */
+	bool admin;	       /* /_admin/ on the API and on every sandbox */
+	bool machinery;	       /* new workspaces hold .pool/, .sandbox-agent, ... */
 	struct faults faults;
 };
 
 struct orch *orch_start(const struct orch_config *c, char *err, size_t errlen);
+/* The API's TCP port; 0 in Unix mode. */
 uint16_t orch_port(const struct orch *o);
 
 /* Stop serving the API and the sandboxes; they stay on disk. */

@@ -480,6 +480,7 @@ struct sandbox *sandbox_start(const struct sandbox_config *c, char *err, size_t 
 	struct svc_config sc = {
 	    .listen = c->listen,
 	    .port = c->port,
+	    .unix_path = c->unix_path,
 	    .admin = c->admin,
 	    .faults = c->faults,
 	    .ops = &sandbox_ops,

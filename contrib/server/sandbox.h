@@ -1,7 +1,7 @@
 /*
  * sandbox.h — one sandbox: the contract of CONTRACT.md (POST /execute,
  * GET|PUT|DELETE /files/..., GET /healthz) served over one workspace
- * directory on its own port.
+ * directory on its own port or Unix socket.
  */
 #ifndef SBX_SANDBOX_H
 #define SBX_SANDBOX_H
@@ -21,6 +21,7 @@ struct sandbox_config {
 	char *const *env;      /* extra "NAME=VALUE" for commands, or NULL */
 	const char *listen;    /* default 127.0.0.1 */
 	uint16_t port;	       /* 0: ephemeral */
+	const char *unix_path; /* listen there instead (svc.h), or NULL */
 	bool admin;	       /* serve /_admin/ */
 	struct faults faults;
 };
@@ -28,6 +29,7 @@ struct sandbox_config {
 /* Start serving. Returns NULL with a message in err on failure. */
 struct sandbox *sandbox_start(const struct sandbox_config *c, char *err, size_t errlen);
 
+/* The bound TCP port; 0 on a Unix socket. */
 uint16_t sandbox_port(const struct sandbox *sb);
 struct svc *sandbox_svc(struct sandbox *sb);
 

@@ -1,5 +1,6 @@
 /* svc.c — request life cycle, replies, counters and /_admin/ routes. */
 #include "svc.h"
+#include "unixsock.h"
 
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -379,6 +381,15 @@ static bool route_matches(enum route route, enum fault_routes which)
 	return false;
 }
 
+/* SO_PEERCRED of a Unix socket's peer: the same uid as the server. */
+static bool peer_is_self(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+	return ci && unixsock_peer_is_self(ci->connect_fd);
+}
+
 static struct req *req_begin(struct svc *s, struct MHD_Connection *c, const char *url,
 			     const char *method)
 {
@@ -393,6 +404,11 @@ static struct req *req_begin(struct svc *s, struct MHD_Connection *c, const char
 	r->path = strdup(url);
 	atomic_fetch_add(&s->active, 1);
 	atomic_store(&s->last_activity_ms, svc_now_ms());
+	if (s->unix_path && !peer_is_self(c)) {
+		svc_fail(r, 403, "this server serves its own user only");
+		atomic_fetch_add(&s->stats.requests, 1);
+		return r;
+	}
 	if (!r->path || !percent_decode(r->path)) {
 		svc_fail(r, 400, "bad percent-encoding in the path");
 		atomic_fetch_add(&s->stats.requests, 1);
@@ -505,6 +521,40 @@ static void connection_cb(void *cls, struct MHD_Connection *c, void **socket_con
 		atomic_fetch_add(&s->stats.connections, 1);
 }
 
+/* Listen on c->unix_path: the daemon takes the bound socket. */
+static int svc_start_unix(struct svc *s, const struct svc_config *c, unsigned int flags,
+			  char *err, size_t errlen)
+{
+	struct stat st;
+	int fd = unixsock_listen(c->unix_path, err, errlen);
+
+	if (fd < 0)
+		return -1;
+	if (lstat(c->unix_path, &st) < 0 || !(s->unix_path = strdup(c->unix_path))) {
+		snprintf(err, errlen, "cannot listen on %s", c->unix_path);
+		close(fd);
+		unlink(c->unix_path);
+		return -1;
+	}
+	s->unix_dev = st.st_dev;
+	s->unix_ino = st.st_ino;
+	s->daemon = MHD_start_daemon(
+	    flags, 0, NULL, NULL, access_cb, s, MHD_OPTION_LISTEN_SOCKET, fd,
+	    MHD_OPTION_NOTIFY_COMPLETED, completed_cb, s, MHD_OPTION_NOTIFY_CONNECTION,
+	    connection_cb, s, MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, NULL,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)600, MHD_OPTION_END);
+	if (!s->daemon) {
+		snprintf(err, errlen, "cannot serve on %s", c->unix_path);
+		close(fd);
+		unlink(c->unix_path);
+		free(s->unix_path);
+		s->unix_path = NULL;
+		return -1;
+	}
+	s->port = 0;
+	return 0;
+}
+
 int svc_start(struct svc *s, const struct svc_config *c, char *err, size_t errlen)
 {
 	struct sockaddr_storage ss = {0};
@@ -522,6 +572,8 @@ int svc_start(struct svc *s, const struct svc_config *c, char *err, size_t errle
 	pthread_mutex_init(&s->lock, NULL);
 	atomic_store(&s->last_activity_ms, svc_now_ms());
 
+	if (c->unix_path)
+		return svc_start_unix(s, c, flags, err, errlen);
 	if (inet_pton(AF_INET, addr, &in4->sin_addr) == 1) {
 		in4->sin_family = AF_INET;
 		in4->sin_port = htons(c->port);
@@ -554,6 +606,15 @@ void svc_stop(struct svc *s)
 	if (s->daemon)
 		MHD_stop_daemon(s->daemon);
 	s->daemon = NULL;
+	if (s->unix_path) {
+		struct stat st;
+
+		if (lstat(s->unix_path, &st) == 0 && st.st_dev == s->unix_dev &&
+		    st.st_ino == s->unix_ino)
+			unlink(s->unix_path);
+		free(s->unix_path);
+		s->unix_path = NULL;
+	}
 	for (size_t i = 0; i < s->log_count; i++)
 		free(s->log[(s->log_start + i) % SVC_LOG_MAX]);
 	s->log_count = 0;

@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "faults.h"
 
@@ -68,7 +69,10 @@ struct svc {
 	void *owner;
 	bool admin;
 	struct MHD_Daemon *daemon;
-	uint16_t port;
+	uint16_t port;	 /* 0 on a Unix socket */
+	char *unix_path; /* the socket file, removed at stop; NULL on TCP */
+	dev_t unix_dev;	 /* which file: never remove another server's */
+	ino_t unix_ino;
 	pthread_mutex_t lock; /* faults and log */
 	struct faults faults;
 	struct svc_stats stats;
@@ -101,6 +105,9 @@ struct svc_config {
 	struct faults faults;
 	const struct svc_ops *ops;
 	void *owner;
+	/* Listen on this Unix socket (mode 0600) instead of TCP; every
+	 * request from a peer of another uid is refused with 403. */
+	const char *unix_path;
 };
 
 /* Start listening. Returns 0, or -1 with a message in err. */

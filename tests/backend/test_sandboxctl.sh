@@ -128,8 +128,29 @@ expect 3 "delete again" -- "$ctl" --token-file "$tmp/token" delete box1
 expect 3 "info gone" -- "$ctl" --token-file "$tmp/token" info box1
 expect 2 "bad id" -- "$ctl" --token-file "$tmp/token" create 'Bad_Id'
 
+# --- an orchestrator and its sandboxes on Unix sockets --------------------
+mkdir -p "$tmp/u"
+"$server" --orchestrator --root "$tmp/u/root" --token-file "$tmp/token" \
+	--unix "$tmp/u/run/orch" --url-file "$tmp/u/url" >/dev/null 2>&1 &
+pids+=($!)
+for _ in $(seq 500); do [ -s "$tmp/u/url" ] && break; sleep 0.01; done
+check "the orchestrator's URL is a Unix one" grep -q '^http+unix://' "$tmp/u/url"
+expect 0 "create over a socket" -- env SANDBOXFS_ORCHESTRATOR="$(cat "$tmp/u/url")" \
+	"$ctl" --token-file "$tmp/token" create ubox --save-url "$tmp/ubox.url"
+check "a sandbox URL on a socket" grep -q '^http+unix://' "$tmp/ubox.url"
+expect 0 "exec over a socket" -- env -u SANDBOX_URL "$ctl" --url-file "$tmp/ubox.url" exec 'echo unix'
+check "exec over a socket prints" grep -qx unix "$tmp/out"
+expect 0 "put over a socket" -- env -u SANDBOX_URL "$ctl" --url-file "$tmp/ubox.url" put u.txt "$tmp/in"
+expect 0 "ls over a socket" -- env -u SANDBOX_URL "$ctl" --url-file "$tmp/ubox.url" ls
+check "ls over a socket shows the file" grep -q ' u.txt$' "$tmp/out"
+expect 0 "delete over a socket" -- env SANDBOXFS_ORCHESTRATOR="$(cat "$tmp/u/url")" \
+	"$ctl" --token-file "$tmp/token" delete ubox
+expect 4 "its socket is gone: not sent" -- env -u SANDBOX_URL "$ctl" --url-file "$tmp/ubox.url" health
+expect 2 "a relative socket path" -- env SANDBOX_URL='http+unix://run%2Fx' "$ctl" health
+
 # --- secrets never printed --------------------------------------------------
-for secret in "127.0.0.1" ":$sport" ":$oport" ":$deadport" "$token" "$(cat "$tmp/box1.url" | sed 's,.*:,:,')"; do
+for secret in "127.0.0.1" ":$sport" ":$oport" ":$deadport" "$token" "$(cat "$tmp/box1.url" | sed 's,.*:,:,')" \
+	"$tmp/u/run" "$(cat "$tmp/ubox.url")" "%2Frun%2F"; do
 	checks=$((checks + 1))
 	if grep -qF -- "$secret" "$all"; then
 		echo "FAIL: a secret was printed: pattern #$checks" >&2

@@ -140,6 +140,7 @@ def test_help_documents_every_flag():
                          text=True, check=True).stdout
     for flag in ("--listen", "--port", "--port-file", "--workspace", "--shell", "--faults",
                  "--fault", "--orchestrator", "--root", "--token-file", "--pool", "--help",
+                 "--unix", "--url-file", "http+unix://",
                  "SANDBOX_WORKSPACE", "SANDBOX_PORT", "SANDBOX_SHELL"):
         assert flag in out, flag
 

@@ -1,6 +1,7 @@
-"""fakeserver — a tiny scriptable HTTP server on 127.0.0.1 (ephemeral port)
-for answers the real local server never gives: hostile orchestrators and
-sandboxes (wrong types, missing fields, bad URLs, oversized bodies).
+"""fakeserver — a tiny scriptable HTTP server on 127.0.0.1 (an ephemeral
+port, or the one given to ``start(port)``) for answers the real local server
+never gives: hostile orchestrators and sandboxes (wrong types, missing
+fields, bad URLs, oversized bodies), or a stranger on a port sandboxfs used.
 
     fs = FakeServer().start()
     fs.route("GET", "/v1/sandbox", 200, {"sandboxes": []})   # JSON body
@@ -90,8 +91,8 @@ class FakeServer:
             return (r + ({},))[:3] if len(r) == 2 else r
         return what, body, {}
 
-    def start(self):
-        self.httpd = _Quiet(("127.0.0.1", 0), _Handler)
+    def start(self, port=0):
+        self.httpd = _Quiet(("127.0.0.1", port), _Handler)
         self.httpd.fake = self
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"

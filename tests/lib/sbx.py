@@ -12,7 +12,8 @@ What it offers:
   ``build/contrib/sandbox-server`` in it.
 * ``Server``: starts ``sandbox-server`` on 127.0.0.1 with ``--port 0
   --port-file`` in a private temp dir and stops it by its PID (SIGTERM, then
-  SIGKILL). Single-sandbox mode by default (temp workspace), or
+  SIGKILL); with ``unix=True`` on a Unix socket instead (``--unix``, in the
+  private dir ``tmp/run``: no TCP port; ``url`` is then ``http+unix://...``). Single-sandbox mode by default (temp workspace), or
   ``orchestrator=True`` (temp root, random token in a 0600 file, pools).
   ``faults=True`` serves ``/_admin/``; ``args=["--machinery"]`` (orchestrator)
   puts ``.pool/``, ``.sandbox-agent``, ``.pool-exec.fifo``, ``.pool-shim.log``
@@ -24,7 +25,9 @@ What it offers:
   (orchestrator mode), ``tmp`` (its private dir), ``proc``; methods
   ``client()``, ``restart()``, ``vm_hwm_kib()``, ``output()`` (what it
   printed so far).
-* ``Client``: plain HTTP to one base URL (a sandbox or an orchestrator).
+* ``Client``: plain HTTP to one base URL (a sandbox or an orchestrator),
+  ``http://HOST:PORT/BASE`` or ``http+unix://ENCODED_SOCKET_PATH/BASE``
+  (the socket path percent-encoded as the host, as sandboxfs takes it).
   ``execute``, ``put``, ``put_stream``, ``get``, ``get_stream``, ``list``,
   ``delete``, ``healthz``; orchestrator calls ``create``, ``sandboxes``,
   ``sandbox``, ``delete_sandbox``, ``pools``, ``pool``; admin calls
@@ -32,6 +35,10 @@ What it offers:
   (``status``, ``headers``, ``body`` bytes, ``json()``, ``text``), except the
   streaming ones. Paths are percent-encoded per segment by ``quote_path``.
   Every call has a timeout (``timeout=`` seconds, default 30).
+* ``LocalOrchestrator(state)``: the orchestrator a ``sandboxfs --local``
+  mount started, found through its state directory (``STATE/local.url``,
+  ``STATE/local.token``); ``client()``, ``url``, ``token``, for
+  ``sandbox_url`` and the shortcuts below.
 * Module-level shortcuts taking a URL: ``execute(url, cmd, timeout_seconds)``,
   ``put(url, path, data)``, ``get``, ``list_dir``, ``delete``,
   ``set_faults(url, **faults)``, ``stats(url)``, ``log(url)``.
@@ -46,6 +53,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -86,6 +94,32 @@ class Response:
         return f"<Response {self.status} {self.body[:200]!r}>"
 
 
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """http.client over a Unix socket (Host: localhost)."""
+
+    def __init__(self, path, timeout=None):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        try:
+            s.connect(self.unix_path)
+        except OSError:
+            s.close()
+            raise
+        self.sock = s
+
+
+def unix_socket_of(url):
+    """The socket path of an http+unix:// URL, else None."""
+    u = urllib.parse.urlsplit(url)
+    if u.scheme.lower() != "http+unix":
+        return None
+    return urllib.parse.unquote(u.netloc)
+
+
 class Client:
     """HTTP to one base URL. A new connection per request unless
     keep_alive=True (then one connection is reused and reopened when the
@@ -93,8 +127,10 @@ class Client:
 
     def __init__(self, url, token=None, timeout=30, keep_alive=False):
         u = urllib.parse.urlsplit(url)
-        self.host = u.hostname
-        self.port = u.port or 80
+        self.unix_path = unix_socket_of(url)
+        if self.unix_path is None:
+            self.host = u.hostname
+            self.port = u.port or 80
         self.base = u.path.rstrip("/")
         self.token = token
         self.timeout = timeout
@@ -110,7 +146,10 @@ class Client:
             if self._conn.sock is not None:
                 self._conn.sock.settimeout(timeout)
             return self._conn
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        if self.unix_path is not None:
+            conn = UnixHTTPConnection(self.unix_path, timeout=timeout)
+        else:
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
         if self.keep_alive:
             self._conn = conn
         return conn
@@ -243,8 +282,9 @@ class Server:
 
     def __init__(self, orchestrator=False, faults=False, fault=(), workspace=None,
                  root=None, token=True, pools=(), shell=None, env=None, args=(),
-                 port=0, tmp=None):
+                 port=0, tmp=None, unix=False):
         self.orchestrator = orchestrator
+        self.unix = unix
         self.faults = faults
         self.fault = list(fault)
         self.own_tmp = tmp is None
@@ -276,9 +316,20 @@ class Server:
     def pid(self):
         return self.proc.pid if self.proc else None
 
+    @property
+    def unix_path(self):
+        """The socket the server listens on (unix=True), else None."""
+        if not self.unix:
+            return None
+        return self.tmp / "run" / ("orch" if self.orchestrator else "sandbox")
+
     def command(self):
-        cmd = [str(server_binary()), "--port", str(self.want_port),
-               "--port-file", str(self.tmp / "port")]
+        if self.unix:
+            cmd = [str(server_binary()), "--unix", str(self.unix_path)]
+        else:
+            cmd = [str(server_binary()), "--port", str(self.want_port),
+                   "--port-file", str(self.tmp / "port")]
+        cmd += ["--url-file", str(self.tmp / "url")]
         if self.orchestrator:
             cmd += ["--orchestrator", "--root", str(self.root)]
             if self.token_file:
@@ -296,9 +347,13 @@ class Server:
         return cmd + self.args
 
     def start(self, timeout=10):
-        pf = self.tmp / "port"
-        if pf.exists():
-            pf.unlink()
+        pf = self.tmp / "url"
+        for old in (pf, self.tmp / "port"):
+            if old.exists():
+                old.unlink()
+        if self.unix and not self.orchestrator:
+            # the orchestrator makes its own socket directory private
+            (self.tmp / "run").mkdir(mode=0o700, exist_ok=True)
         env = dict(os.environ)
         env.update(self.env or {})
         self._log = open(self.tmp / "server.log", "ab")
@@ -310,8 +365,9 @@ class Server:
                 raise RuntimeError(f"sandbox-server exited with {self.proc.returncode}: "
                                    f"{self.output()[-2000:]}")
             if pf.exists():
-                self.port = int(pf.read_text().strip())
-                self.url = f"http://127.0.0.1:{self.port}"
+                self.url = pf.read_text().strip()
+                if not self.unix:
+                    self.port = int((self.tmp / "port").read_text().strip())
                 return self
             time.sleep(0.02)
         self.stop()
@@ -382,6 +438,29 @@ class Server:
 def start_server(**kw):
     """Start a Server (see its arguments) and return it; call .cleanup()."""
     return Server(**kw).start()
+
+
+class LocalOrchestrator:
+    """The orchestrator of a `sandboxfs --local` mount, by its state
+    directory: what it wrote there (its URL and token, both secrets)."""
+
+    def __init__(self, state):
+        self.state = Path(state)
+
+    def __repr__(self):
+        return "<sbx.LocalOrchestrator>"
+
+    @property
+    def url(self):
+        return (self.state / "local.url").read_text().strip()
+
+    @property
+    def token(self):
+        return (self.state / "local.token").read_text().strip()
+
+    def client(self, **kw):
+        kw.setdefault("token", self.token)
+        return Client(self.url, **kw)
 
 
 def local_orchestrator(tmp):
