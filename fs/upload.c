@@ -354,7 +354,9 @@ static struct wsfile *next_due(struct wscache *c, uint64_t *wait_ms)
 {
 	struct wsfile *best = NULL;
 	for (struct workspace *ws = c->unsaved_files ? c->wss : NULL; ws; ws = ws->next) {
-		if (ws->gone)
+		/* While a command holds the seat, an upload would land in the
+		 * middle of it: the retry waits for the seat to be free. */
+		if (ws->gone || ws->seats)
 			continue;
 		for (struct wsfile *f = ws->all; f; f = f->ws_next)
 			if (f->pending && !f->permanent && !f->unlinked &&
@@ -392,7 +394,15 @@ void *upload_thread(void *arg)
 		}
 		pthread_mutex_unlock(&c->lock);
 		if (pthread_mutex_trylock(&f->mx) == 0) {
-			upload_locked(f, UPLOAD_DURABLE_FIRST);
+			/* A command that took the seat since the pick flushes
+			 * its sandbox first, under f->mx: it waits for this
+			 * upload when it is already running, else this one
+			 * leaves the file to it. */
+			pthread_mutex_lock(&c->lock);
+			bool seated = f->ws->seats > 0;
+			pthread_mutex_unlock(&c->lock);
+			if (!seated)
+				upload_locked(f, UPLOAD_DURABLE_FIRST);
 			pthread_mutex_unlock(&f->mx);
 			pthread_mutex_lock(&c->lock);
 		} else {

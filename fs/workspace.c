@@ -415,12 +415,23 @@ static void workspace_free(struct workspace *ws)
 	free(ws);
 }
 
+/* Names f and why it is not uploaded in stuck (once). c->lock held. */
+static void note_stuck(char *stuck, size_t len, const struct wsfile *f, int err)
+{
+	if (stuck && len && !stuck[0])
+		snprintf(stuck, len, "%s (%s)", f->path, strerror(err ? err : EIO));
+}
+
 /* Uploads every dirty file of ws once (or of every workspace when ws is
- * NULL), starting none after budget_ms. Returns the number not uploaded. */
-static int flush_all(struct wscache *c, struct workspace *only, uint64_t budget_ms)
+ * NULL), starting none after budget_ms. Returns the number not uploaded;
+ * stuck (may be NULL) gets the first of them and why. */
+static int flush_all(struct wscache *c, struct workspace *only, uint64_t budget_ms,
+		     char *stuck, size_t stuck_len)
 {
 	int failed = 0;
 	uint64_t deadline = ws_now_ms() + budget_ms;
+	if (stuck && stuck_len)
+		stuck[0] = '\0';
 	pthread_mutex_lock(&c->lock);
 	if (!c->unsaved_files) { /* the common case: no walk of every file */
 		pthread_mutex_unlock(&c->lock);
@@ -430,10 +441,13 @@ static int flush_all(struct wscache *c, struct workspace *only, uint64_t budget_
 		if (ws_now_ms() > deadline) {
 			for (struct workspace *ws = c->wss; ws; ws = ws->next)
 				for (struct wsfile *f = ws->all; f; f = f->ws_next)
-					failed += (!only || ws == only) && !ws->gone &&
-						  (f->dirty || f->pending) &&
-						  !f->unlinked && f->path &&
-						  f->attempts >= 0;
+					if ((!only || ws == only) && !ws->gone &&
+					    (f->dirty || f->pending) && !f->unlinked &&
+					    f->path && f->attempts >= 0) {
+						failed++;
+						note_stuck(stuck, stuck_len, f,
+							   ETIMEDOUT);
+					}
 			break;
 		}
 		struct wsfile *pick = NULL;
@@ -457,6 +471,8 @@ static int flush_all(struct wscache *c, struct workspace *only, uint64_t budget_
 		if (rc < 0) {
 			failed++;
 			pick->attempts = -1000000; /* not picked again in this pass */
+			if (pick->path)
+				note_stuck(stuck, stuck_len, pick, -rc);
 		}
 		file_unref(pick);
 	}
@@ -482,7 +498,7 @@ void wscache_free(struct wscache *c)
 		pthread_join(c->thread, NULL);
 		c->running = false;
 	}
-	int failed = flush_all(c, NULL, 10000);
+	int failed = flush_all(c, NULL, 10000, NULL, 0);
 	if (failed)
 		fprintf(stderr,
 			"sandboxfs: %d uploads still pending; they are retried at the "
@@ -671,17 +687,42 @@ static size_t quoted_len(const char *s)
 	return n;
 }
 
-int workspace_before_command(struct workspace *ws)
+void workspace_seat(struct workspace *ws, bool held)
 {
+	if (!ws)
+		return;
+	struct wscache *c = ws->c;
+	pthread_mutex_lock(&c->lock);
+	ws->seats += held ? 1 : -1;
+	if (ws->seats < 0)
+		ws->seats = 0;
+	pthread_cond_broadcast(&c->cond); /* the retry thread may go on */
+	pthread_mutex_unlock(&c->lock);
+}
+
+int workspace_before_command(struct workspace *ws, char *why, size_t whylen)
+{
+	if (why && whylen)
+		why[0] = '\0';
 	if (!ws)
 		return 0;
 	struct wscache *c = ws->c;
-	int result = 0;
 	/* The command sees what was written here, even by descriptors still
 	 * open or not yet released (an empty "touch" is uploaded at release,
-	 * which the kernel sends after close returns). */
-	if (flush_all(c, ws, 60000) > 0)
-		result = -EIO;
+	 * which the kernel sends after close returns). An upload that cannot
+	 * be delivered now stops the command: it would run before the write,
+	 * and the retry would then put old data over what it made. */
+	char stuck[512];
+	int failed = flush_all(c, ws, 60000, stuck, sizeof(stuck));
+	if (failed > 0) {
+		if (why && whylen)
+			snprintf(why, whylen,
+				 "not sent: the upload of workspace/%s is still "
+				 "pending%s; the command would overtake it",
+				 stuck[0] ? stuck : "a file",
+				 failed > 1 ? " (and others)" : "");
+		return -EIO;
+	}
 	for (int round = 0; round < 64; round++) {
 		/* One command per round: "chmod MODE -- 'a' 'b'" groups. */
 		pthread_mutex_lock(&c->lock);
@@ -773,14 +814,16 @@ int workspace_before_command(struct workspace *ws)
 		}
 		pthread_mutex_unlock(&c->lock);
 		free(paths);
-		if (rc < 0)
-			return rc;
-		if (code != 0) {
-			ws_log(ws, "applying queued modes failed (exit %d)", code);
-			result = -EIO;
+		/* A mode not applied is reported by the file's mode, never by
+		 * holding the user's command back. */
+		if (rc < 0) {
+			ws_log(ws, "queued modes not applied: %s", strerror(-rc));
+			break;
 		}
+		if (code != 0)
+			ws_log(ws, "applying queued modes failed (exit %d)", code);
 	}
-	return result;
+	return 0;
 }
 
 /* Keeps the cache file of path for the user under BASE/ID/path (base:
@@ -899,7 +942,7 @@ void workspace_forget(struct wscache *c, const char *sandbox_id)
 	pthread_mutex_unlock(&c->lock);
 	if (!ws)
 		return;
-	flush_all(c, ws, 10000);
+	flush_all(c, ws, 10000, NULL, 0);
 	/* Open handles may still point into it, and the retry thread keeps
 	 * trying what is pending: the object lives until wscache_free. */
 	pthread_mutex_lock(&c->lock);
@@ -1126,12 +1169,30 @@ int wscache_health(struct wscache *c, FILE *out)
 				stuck += f->permanent;
 			}
 	uint64_t lost = c->lost_uploads;
-	pthread_mutex_unlock(&c->lock);
 	DIR *d;
 	if (pending) {
 		fprintf(out, "%zu uploads pending\n", pending);
 		problems++;
 	}
+	/* Which ones: a command in their sandbox waits for them. */
+	size_t named = 0;
+	for (struct workspace *ws = c->wss; ws && pending; ws = ws->next)
+		for (struct wsfile *f = ws->all; f; f = f->ws_next) {
+			if (!f->pending || f->unlinked || !f->path)
+				continue;
+			if (named++ == 10) {
+				fprintf(out, "(and %zu more pending uploads)\n",
+					pending - 10);
+				goto named_all;
+			}
+			fprintf(out,
+				"upload of %s/workspace/%s pending (%s); commands in %s "
+				"are refused until it is delivered\n",
+				ws->id, f->path,
+				strerror(f->last_err ? f->last_err : EIO), ws->id);
+		}
+named_all:
+	pthread_mutex_unlock(&c->lock);
 	if (stuck) {
 		fprintf(out,
 			"%zu uploads refused by the server (retried at the next close)\n",

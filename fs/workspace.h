@@ -81,8 +81,14 @@ void workspace_invalidate(struct workspace *ws);
  * files written here and not yet uploaded, then the queued modes in
  * batched chmod commands through cfg->exec. Called by the command path
  * with the seat held by this mount, before it sends the user's command
- * (cfg->exec runs nested in that seat). Returns 0 or a negative errno. */
-int workspace_before_command(struct workspace *ws);
+ * (cfg->exec runs nested in that seat). Returns 0, or -EIO when an upload
+ * could not be delivered: the command must not be sent, since it would
+ * overtake the write (why, when given, names the file). A failed mode
+ * batch is logged and does not stop the command. */
+int workspace_before_command(struct workspace *ws, char *why, size_t whylen);
+/* The sandbox's seat is held (a command of this mount runs there) or free
+ * again: while it is held the retry thread uploads nothing into it. */
+void workspace_seat(struct workspace *ws, bool held);
 /* The sandbox is gone: pending uploads are abandoned (journaled) and their
  * data kept for rescue under the state directory. */
 void workspace_sandbox_gone(struct workspace *ws);

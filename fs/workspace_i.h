@@ -177,6 +177,7 @@ struct workspace {
 	struct timespec born;
 	bool gone;
 	bool retired;	    /* forgotten: not found by workspace_get any more */
+	int seats;	    /* commands of this mount running there: no retries */
 	struct htab dirs;   /* struct wsdir */
 	struct htab metas;  /* struct wsmeta */
 	struct htab files;  /* struct wsfile, live names only */
