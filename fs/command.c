@@ -624,6 +624,17 @@ refuse: /* before the seat was taken: nothing to undo but memory */
 	return refused;
 }
 
+bool fs_command_unknown(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq)
+{
+	if (!seq)
+		return false;
+	pthread_mutex_lock(&m->lock);
+	struct fs_run *r = fs_sandbox_run(sb, seq);
+	bool unknown = r && r->status == FS_RUN_UNKNOWN;
+	pthread_mutex_unlock(&m->lock);
+	return unknown;
+}
+
 int fs_command_wait_idle(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq,
 			 bool nonblock)
 {

@@ -191,6 +191,9 @@ int fs_sandbox_set_timeout(struct fs_mount *m, struct fs_sandbox *sb, long t);
  * sequence number. Returns 0 or -errno per DESIGN.md §2. */
 int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *command,
 		   size_t len, bool interruptible, bool internal, uint64_t *seq_out);
+/* True when run seq of sb was sent and its outcome is unknown (takes the
+ * lock). */
+bool fs_command_unknown(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq);
 /* Waits until sb has no running command of this mount. Returns 0,
  * -EAGAIN (nonblock and running), -EINTR (interrupted or unmounting). */
 int fs_command_wait_idle(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq,

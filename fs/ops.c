@@ -384,11 +384,16 @@ static int fs_write(const char *path, const char *buf, size_t size, off_t off,
 			atomic_fetch_add(&m->n.efbig_refused, 1);
 			return -EFBIG;
 		}
+		if (h->sent_unknown)
+			return -EIO;
 		if (len && buf[len - 1] == '\n')
 			len--;
 		if (len == 0)
 			return -EINVAL;
-		rc = fs_command_run(m, h->loc.sb, buf, len, true, false, NULL);
+		uint64_t seq = 0;
+		rc = fs_command_run(m, h->loc.sb, buf, len, true, false, &seq);
+		if (rc == -EINTR || (rc == -EIO && fs_command_unknown(m, h->loc.sb, seq)))
+			h->sent_unknown = true;
 		return rc < 0 ? rc : (int)size;
 	case FS_F_MCTL:
 		atomic_fetch_add(&m->n.ctl_writes, 1);
