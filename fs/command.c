@@ -540,6 +540,7 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	if (!nested)
 		sb->busy_seq = seq;
 	run->seq = seq;
+	run->internal = internal;
 	run->command = run_command;
 	run->timeout_s = timeout_s;
 	run->status = FS_RUN_RUNNING;
@@ -570,6 +571,7 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	r.seq = seq;
 	r.timeout_s = timeout_s;
 	r.command = cmd;
+	r.internal = internal;
 	if (rc == 0)
 		rc = journal_append(m->journal, &r, true);
 	if (rc < 0) {

@@ -60,6 +60,9 @@ struct fs_run {
 	uint64_t started_ms, ended_ms;
 	char *error;	  /* why unknown / failed */
 	int result_errno; /* what the ctl write returns (0: the byte count) */
+	/* Run by the mount for itself (a directory rename's mv, a batch of
+	 * modes): counted in info, never shown as the user's run. */
+	bool internal;
 };
 
 struct fs_sandbox {
@@ -77,7 +80,8 @@ struct fs_sandbox {
 	long timeout_s;	    /* -1: no limit; 0: the mount default */
 	uint64_t last_seq;
 	uint64_t commands_run;
-	struct fs_run *runs; /* oldest first, at most opt.max_runs */
+	/* oldest first, at most opt.max_runs (internal ones dropped first) */
+	struct fs_run *runs;
 	size_t nruns;
 	bool busy; /* a command of this mount holds the seat */
 	uint64_t busy_seq;
@@ -154,8 +158,13 @@ void fs_run_clear(struct fs_run *r);
 /* Appends a run, dropping (and unlinking outputs of) the oldest beyond
  * max_runs. Returns the new run, or NULL when out of memory. */
 struct fs_run *fs_sandbox_push_run(struct fs_mount *m, struct fs_sandbox *sb);
+/* Any run by its number, internal ones included. */
 struct fs_run *fs_sandbox_run(struct fs_sandbox *sb, uint64_t seq);
-struct fs_run *fs_sandbox_latest(struct fs_sandbox *sb);
+/* What the user sees (stdout, exit, status, last, runs/): the user's own
+ * runs only. The latest may be NULL; fs_sandbox_last is 0 then. */
+struct fs_run *fs_sandbox_user_run(struct fs_sandbox *sb, uint64_t seq);
+struct fs_run *fs_sandbox_latest(const struct fs_sandbox *sb);
+uint64_t fs_sandbox_last(const struct fs_sandbox *sb);
 /* Builds the model from the replayed journal (no lock needed: start-up). */
 int fs_model_load(struct fs_mount *m, const struct journal_state *st);
 /* The workspace of a sandbox, journaling its URL at first use. Takes the

@@ -172,8 +172,11 @@ static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t
 		pthread_mutex_lock(&m->lock);
 		size_t n = loc.sb->nruns;
 		uint64_t *seqs = calloc(n + 1, sizeof(*seqs));
+		size_t k = 0;
 		for (size_t i = 0; seqs && i < n; i++)
-			seqs[i] = loc.sb->runs[i].seq;
+			if (!loc.sb->runs[i].internal)
+				seqs[k++] = loc.sb->runs[i].seq;
+		n = k;
 		pthread_mutex_unlock(&m->lock);
 		if (!seqs)
 			return -ENOMEM;

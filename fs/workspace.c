@@ -806,10 +806,13 @@ int workspace_before_command(struct workspace *ws, char *why, size_t whylen)
 			if (!paths || !paths[i])
 				continue;
 			struct wsmeta *m = meta_get(ws, paths[i], false);
-			if (m && rc < 0)
-				m->mode_queued = true; /* not sent: keep it queued */
-			else if (m && code != 0)
-				m->has_mode = false; /* not known to be applied */
+			/* EIO: sent, outcome unknown; like any command it is
+			 * never sent again, and its modes are not known to be
+			 * applied. Other errors: not sent, still queued. */
+			if (m && rc < 0 && rc != -EIO)
+				m->mode_queued = true;
+			else if (m && (rc == -EIO || code != 0))
+				m->has_mode = false;
 			free(paths[i]);
 		}
 		pthread_mutex_unlock(&c->lock);

@@ -42,7 +42,9 @@ struct wscache_config {
 	/* Runs a shell command in a sandbox through the mount's command path
 	 * (journaled like any command; EBUSY when the seat is taken). Used
 	 * for what the file API cannot do: modes, directory rename. Returns
-	 * 0 and the exit code, or a negative errno. May be NULL in tests. */
+	 * 0 and the exit code, or a negative errno: -EIO when the outcome is
+	 * unknown (it may have run; never send it again). May be NULL in
+	 * tests. */
 	int (*exec)(void *ctx, const char *sandbox_id, const char *command,
 		    int *exit_code);
 	void *exec_ctx;
