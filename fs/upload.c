@@ -91,7 +91,6 @@ void upload_schedule(struct wsfile *f, int err)
 	cache_set_state(f, f->dirty, true);
 	f->attempts++;
 	f->last_err = err;
-	/* flush_all parks attempts below zero during its pass. */
 	int shift = f->attempts < 1 ? 0 : f->attempts - 1 < 10 ? f->attempts - 1 : 10;
 	uint64_t delay = (uint64_t)RETRY_BASE_MS << shift;
 	if (delay > RETRY_CAP_MS)

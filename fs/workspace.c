@@ -424,9 +424,13 @@ static void note_stuck(char *stuck, size_t len, const struct wsfile *f, int err)
 
 /* Uploads every dirty file of ws once (or of every workspace when ws is
  * NULL), starting none after budget_ms. Returns the number not uploaded;
- * stuck (may be NULL) gets the first of them and why. */
+ * stuck (may be NULL) gets the first of them and why. With due_only, a
+ * failed upload whose retry is not due yet fails the flush at once, and
+ * nothing is uploaded: a caller that loops (a command refused, written
+ * again) keeps to the retries' backoff instead of hammering the sandbox
+ * and journaling a new intent each time. */
 static int flush_all(struct wscache *c, struct workspace *only, uint64_t budget_ms,
-		     char *stuck, size_t stuck_len)
+		     bool due_only, char *stuck, size_t stuck_len)
 {
 	int failed = 0;
 	uint64_t deadline = ws_now_ms() + budget_ms;
@@ -437,13 +441,28 @@ static int flush_all(struct wscache *c, struct workspace *only, uint64_t budget_
 		pthread_mutex_unlock(&c->lock);
 		return 0;
 	}
+	for (struct workspace *ws = due_only ? c->wss : NULL; ws; ws = ws->next) {
+		if ((only && ws != only) || ws->gone)
+			continue;
+		uint64_t now = ws_now_ms();
+		for (struct wsfile *f = ws->all; f; f = f->ws_next)
+			if (f->pending && !f->unlinked && f->path &&
+			    f->next_try_ms > now) {
+				failed++;
+				note_stuck(stuck, stuck_len, f, f->last_err);
+			}
+	}
+	if (failed) {
+		pthread_mutex_unlock(&c->lock);
+		return failed;
+	}
 	for (;;) {
 		if (ws_now_ms() > deadline) {
 			for (struct workspace *ws = c->wss; ws; ws = ws->next)
 				for (struct wsfile *f = ws->all; f; f = f->ws_next)
 					if ((!only || ws == only) && !ws->gone &&
 					    (f->dirty || f->pending) && !f->unlinked &&
-					    f->path && f->attempts >= 0) {
+					    f->path && !f->flush_parked) {
 						failed++;
 						note_stuck(stuck, stuck_len, f,
 							   ETIMEDOUT);
@@ -456,7 +475,7 @@ static int flush_all(struct wscache *c, struct workspace *only, uint64_t budget_
 				continue;
 			for (struct wsfile *f = ws->all; f; f = f->ws_next)
 				if ((f->dirty || f->pending) && !f->unlinked && f->path &&
-				    f->attempts >= 0) {
+				    !f->flush_parked) {
 					pick = f;
 					break;
 				}
@@ -470,17 +489,16 @@ static int flush_all(struct wscache *c, struct workspace *only, uint64_t budget_
 		pthread_mutex_lock(&c->lock);
 		if (rc < 0) {
 			failed++;
-			pick->attempts = -1000000; /* not picked again in this pass */
+			pick->flush_parked = true; /* not picked again in this pass */
 			if (pick->path)
 				note_stuck(stuck, stuck_len, pick, -rc);
 		}
 		file_unref(pick);
 	}
-	/* Restore the retry counters of those that failed. */
 	for (struct workspace *ws = c->wss; ws; ws = ws->next)
-		for (struct wsfile *f = ws->all; f; f = f->ws_next)
-			if (f->attempts < 0)
-				f->attempts = 1;
+		for (struct wsfile *f = ws->all; f && (!only || ws == only);
+		     f = f->ws_next)
+			f->flush_parked = false;
 	pthread_mutex_unlock(&c->lock);
 	return failed;
 }
@@ -498,7 +516,7 @@ void wscache_free(struct wscache *c)
 		pthread_join(c->thread, NULL);
 		c->running = false;
 	}
-	int failed = flush_all(c, NULL, 10000, NULL, 0);
+	int failed = flush_all(c, NULL, 10000, false, NULL, 0);
 	if (failed)
 		fprintf(stderr,
 			"sandboxfs: %d uploads still pending; they are retried at the "
@@ -713,7 +731,7 @@ int workspace_before_command(struct workspace *ws, char *why, size_t whylen)
 	 * be delivered now stops the command: it would run before the write,
 	 * and the retry would then put old data over what it made. */
 	char stuck[512];
-	int failed = flush_all(c, ws, 60000, stuck, sizeof(stuck));
+	int failed = flush_all(c, ws, 60000, true, stuck, sizeof(stuck));
 	if (failed > 0) {
 		if (why && whylen)
 			snprintf(why, whylen,
@@ -945,7 +963,7 @@ void workspace_forget(struct wscache *c, const char *sandbox_id)
 	pthread_mutex_unlock(&c->lock);
 	if (!ws)
 		return;
-	flush_all(c, ws, 10000, NULL, 0);
+	flush_all(c, ws, 10000, false, NULL, 0);
 	/* Open handles may still point into it, and the retry thread keeps
 	 * trying what is pending: the object lives until wscache_free. */
 	pthread_mutex_lock(&c->lock);

@@ -148,6 +148,7 @@ struct wsfile {
 	uint32_t crc;
 	uint64_t crc_len;
 	int attempts;
+	bool flush_parked; /* failed in the running flush_all pass: skip it */
 	uint64_t next_try_ms;
 	int last_err;
 	struct timespec mtime;
