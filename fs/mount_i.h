@@ -73,6 +73,8 @@ struct fs_sandbox {
 	bool journaled;	       /* the journal holds its URL (created/attached) */
 	bool in_journal_state; /* the journal knows it at all */
 	char *url;	       /* a capability: never printed */
+	bool ws_moved;	       /* ws does not have url yet (fs_sandbox_follow) */
+	bool ws_vanished;      /* its workspace is not told it is gone yet */
 	char *pool, *image;
 	enum fs_sb_state state;
 	uint64_t created_ms;
@@ -173,6 +175,10 @@ struct workspace *fs_sandbox_workspace(struct fs_mount *m, struct fs_sandbox *sb
 /* Makes sure the journal holds the URL of a sandbox known only from the
  * orchestrator's listing, before the URL is used. Takes the lock. */
 int fs_sandbox_adopt(struct fs_mount *m, struct fs_sandbox *sb);
+/* The orchestrator reported a new URL for sb (ws_moved): journals it, then
+ * gives it to the workspace, which sends nothing meanwhile. Takes the
+ * lock. Returns 0 or -errno (the workspace then waits for a later call). */
+int fs_sandbox_follow(struct fs_mount *m, struct fs_sandbox *sb);
 /* The effective timeoutSeconds for a command (lock held). */
 long fs_sandbox_timeout(struct fs_mount *m, const struct fs_sandbox *sb);
 

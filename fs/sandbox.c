@@ -362,12 +362,43 @@ int fs_sandbox_adopt(struct fs_mount *m, struct fs_sandbox *sb)
 	return 0;
 }
 
+int fs_sandbox_follow(struct fs_mount *m, struct fs_sandbox *sb)
+{
+	pthread_mutex_lock(&m->lock);
+	struct workspace *ws = sb->ws;
+	bool moved = sb->ws_moved;
+	if (!ws)
+		sb->ws_moved = false; /* one made later gets the URL then */
+	pthread_mutex_unlock(&m->lock);
+	if (!ws || !moved)
+		return 0;
+	/* Nothing goes to the old URL while the new one is journaled. */
+	workspace_set_url(ws, NULL);
+	int rc = fs_sandbox_adopt(m, sb);
+	char *url = NULL;
+	pthread_mutex_lock(&m->lock);
+	/* Moved again meanwhile: that URL is not journaled yet. */
+	if (rc == 0 && sb->ws == ws && sb->journaled && sb->url) {
+		url = fs_strdup0(sb->url);
+		if (url)
+			sb->ws_moved = false;
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (url)
+		workspace_set_url(ws, url);
+	free(url);
+	return rc < 0 ? rc : url ? 0 : -EAGAIN;
+}
+
 struct workspace *fs_sandbox_workspace(struct fs_mount *m, struct fs_sandbox *sb)
 {
 	pthread_mutex_lock(&m->lock);
 	struct workspace *ws = sb->ws;
 	bool has_url = sb->url != NULL;
+	bool moved = sb->ws_moved;
 	pthread_mutex_unlock(&m->lock);
+	if (ws && moved)
+		fs_sandbox_follow(m, sb);
 	if (ws || !has_url || !m->wscache)
 		return ws;
 	if (fs_sandbox_adopt(m, sb) < 0)

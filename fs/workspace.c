@@ -594,6 +594,16 @@ struct workspace *workspace_get(struct wscache *c, const char *sandbox_id,
 	return ws;
 }
 
+struct workspace *workspace_find(struct wscache *c, const char *sandbox_id)
+{
+	if (!c || !sandbox_id)
+		return NULL;
+	pthread_mutex_lock(&c->lock);
+	struct workspace *ws = ws_find(c, sandbox_id);
+	pthread_mutex_unlock(&c->lock);
+	return ws;
+}
+
 static void workspace_invalidate_pass(struct workspace *ws);
 
 void workspace_invalidate(struct workspace *ws)
@@ -888,6 +898,34 @@ static int rescue_keep(const char *base, const char *id, const char *path,
 	return rc;
 }
 
+void workspace_set_url(struct workspace *ws, const char *url)
+{
+	if (!ws)
+		return;
+	struct wscache *c = ws->c;
+	char *u = url ? strdup(url) : NULL;
+	pthread_mutex_lock(&c->lock);
+	if (url && !u) {
+		/* out of memory: send nothing rather than to the old URL */
+		free(ws->url);
+		ws->url = NULL;
+	} else if (!ws->gone) {
+		free(ws->url);
+		ws->url = u;
+		u = NULL;
+	}
+	if (ws->url) {
+		/* What waits for the sandbox is tried at its new place now. */
+		for (struct wsfile *f = ws->all; f; f = f->ws_next)
+			if (f->pending && !f->permanent)
+				f->next_try_ms = ws_now_ms();
+		dir_stale_all(ws);
+	}
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+	free(u);
+}
+
 void workspace_sandbox_gone(struct workspace *ws)
 {
 	if (!ws)
@@ -900,6 +938,9 @@ void workspace_sandbox_gone(struct workspace *ws)
 	size_t n = 0;
 	pthread_mutex_lock(&c->lock);
 	ws->gone = true;
+	/* Whoever serves that URL now is not this sandbox. */
+	free(ws->url);
+	ws->url = NULL;
 	for (struct wsfile *f = ws->all; f; f = f->ws_next)
 		n += (f->dirty || f->pending) && f->path && !f->unlinked;
 	items = calloc(n ? n : 1, sizeof(*items));

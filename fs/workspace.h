@@ -76,6 +76,9 @@ void wscache_stats(struct wscache *c, FILE *out);
 /* The workspace of a sandbox; created on first call, then the same. */
 struct workspace *workspace_get(struct wscache *c, const char *sandbox_id,
 				const char *url);
+/* The workspace of a sandbox if there is one (restored pending uploads
+ * make one at mount), else NULL; never creates one. */
+struct workspace *workspace_find(struct wscache *c, const char *sandbox_id);
 /* Drops cached listings and marks cached file contents for revalidation:
  * called after every command the mount ran in that sandbox. */
 void workspace_invalidate(struct workspace *ws);
@@ -91,8 +94,14 @@ int workspace_before_command(struct workspace *ws, char *why, size_t whylen);
 /* The sandbox's seat is held (a command of this mount runs there) or free
  * again: while it is held the retry thread uploads nothing into it. */
 void workspace_seat(struct workspace *ws, bool held);
+/* The sandbox is served at a new URL (NULL: none for now, nothing is
+ * sent): every later request of the workspace, the retries of pending
+ * uploads included, goes there. The caller journals a URL before it
+ * gives it. */
+void workspace_set_url(struct workspace *ws, const char *url);
 /* The sandbox is gone: pending uploads are abandoned (journaled) and their
- * data kept for rescue under the state directory. */
+ * data kept for rescue under the state directory; nothing is sent to its
+ * URL again. */
 void workspace_sandbox_gone(struct workspace *ws);
 /* Detach/forget: flush what can be flushed and drop the object. */
 void workspace_forget(struct wscache *c, const char *sandbox_id);
