@@ -35,6 +35,8 @@ while code=$(attempt $try); do
 	# A write that fails is the machinery, not the program: EIO means the
 	# outcome is unknown (status says "unknown") and nothing is resent, so
 	# an agent must look at the workspace before deciding to run it again.
+	# Each "> ctl" opens ctl anew: a descriptor whose write ended with an
+	# unknown outcome takes no more commands.
 	if ! echo 'sh sum.sh' > "$S/ctl"; then
 		echo "attempt $try: the command could not be run ($(cat "$S/status"))" >&2
 		exit 2

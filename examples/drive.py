@@ -26,7 +26,11 @@ def read(name):
 
 def run(command):
     """Runs command in the sandbox; returns (exit code, stdout, stderr)."""
-    with open(f"{sbx}/ctl", "w") as ctl:  # one write is one command
+    # ctl is opened anew for each command, and one write is one command.
+    # After a write that failed with EIO (outcome unknown) sandboxfs refuses
+    # every later write on that descriptor: Python writes the bytes it kept
+    # again at close(), and a command must never run twice.
+    with open(f"{sbx}/ctl", "w") as ctl:
         ctl.write(command)
     code = read("exit").strip()
     return (int(code) if code else None), read("stdout"), read("stderr")

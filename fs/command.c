@@ -37,6 +37,7 @@ struct fs_job {
 	char *url;
 	long timeout_s;
 	bool internal;
+	struct workspace *seat_ws; /* told of the seat, told again when it frees */
 	/* guarded by m->lock */
 	int refs;
 	bool done;
@@ -343,6 +344,9 @@ static void fs_job_finish(struct fs_job *job, enum backend_status st,
 	if (!job->internal && st != BACKEND_NOT_SENT)
 		fs_invalidate_workspace(m, sb, ws);
 
+	/* The command is over: the workspace's retries may go on (the seat
+	 * count is the workspace's own, so no order with the model's). */
+	workspace_seat(job->seat_ws, false);
 	pthread_mutex_lock(&m->lock);
 	if (sb->busy && sb->busy_seq == job->seq)
 		sb->busy = false;
@@ -438,10 +442,12 @@ static int fs_worker_start(struct fs_mount *m, struct fs_job *job)
 	return rc;
 }
 
-/* Marks a run that never reached the wire as failed and frees the seat. */
+/* Marks a run that never reached the wire as failed and frees the seat
+ * (and tells seat_ws, when given, that it is free). */
 static void fs_run_abort(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq,
-			 const char *why, int errnum)
+			 const char *why, int errnum, struct workspace *seat_ws)
 {
+	workspace_seat(seat_ws, false);
 	pthread_mutex_lock(&m->lock);
 	struct fs_run *run = fs_sandbox_run(sb, seq);
 	if (run) {
@@ -495,19 +501,26 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 		sb->busy = true;
 		sb->busy_seq = 0; /* claimed; the run gets its number below */
 	}
-	struct workspace *ws = sb->ws;
 	pthread_mutex_unlock(&m->lock);
 
-	/* Batched workspace changes (modes) reach the sandbox before the
-	 * command, with the seat held by this mount; they run as commands
-	 * of their own, numbered before this one. */
+	/* The workspace holds no retry into the sandbox while the seat is
+	 * ours (told before its flush, so no retry slips in after it). */
+	struct workspace *ws = fs_sandbox_workspace(m, sb);
+	struct workspace *seat_ws = nested ? NULL : ws;
+	workspace_seat(seat_ws, true);
+
+	/* What was written here reaches the sandbox before the command, and
+	 * batched workspace changes (modes) with it, with the seat held by
+	 * this mount; they run as commands of their own, numbered before
+	 * this one. An upload that cannot be delivered stops the command. */
+	char refusal[640] = "";
 	if (!internal && ws) {
 		fs_seat_holder = sb;
-		int wrc = workspace_before_command(ws);
+		int wrc = workspace_before_command(ws, refusal, sizeof(refusal));
 		fs_seat_holder = NULL;
-		if (wrc < 0)
-			fs_log("sandbox %s: workspace changes before a command: %s",
-			       sb->id, strerror(-wrc));
+		if (wrc < 0 && !refusal[0])
+			snprintf(refusal, sizeof(refusal), "not sent: %s",
+				 strerror(-wrc));
 	}
 
 	pthread_mutex_lock(&m->lock);
@@ -519,6 +532,7 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 			pthread_cond_broadcast(&m->cond);
 		}
 		pthread_mutex_unlock(&m->lock);
+		workspace_seat(seat_ws, false);
 		goto refuse;
 	}
 	uint64_t seq = ++sb->last_seq;
@@ -526,6 +540,7 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	if (!nested)
 		sb->busy_seq = seq;
 	run->seq = seq;
+	run->internal = internal;
 	run->command = run_command;
 	run->timeout_s = timeout_s;
 	run->status = FS_RUN_RUNNING;
@@ -537,12 +552,26 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	if (seq_out)
 		*seq_out = seq;
 
+	if (refusal[0]) {
+		/* Never sent: a failed run (exit empty, info says why), not
+		 * journaled, like a run the journal could not take. */
+		fs_log("sandbox %s: command %llu not sent: an upload there is still "
+		       "pending (see .sandboxfs/health)",
+		       sb->id, (unsigned long long)seq);
+		fs_run_abort(m, sb, seq, refusal, EIO, seat_ws);
+		free(cmd);
+		free(url);
+		free(job);
+		return -EIO;
+	}
+
 	int rc = url ? fs_sandbox_adopt(m, sb) : -ENOMEM;
 	struct journal_record r = {.kind = JOURNAL_EXEC_INTENT};
 	r.sandbox = sb->id;
 	r.seq = seq;
 	r.timeout_s = timeout_s;
 	r.command = cmd;
+	r.internal = internal;
 	if (rc == 0)
 		rc = journal_append(m->journal, &r, true);
 	if (rc < 0) {
@@ -550,7 +579,7 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 		snprintf(why, sizeof(why), "not run: %s%s", url ? "journal: " : "",
 			 strerror(-rc));
 		fs_log("sandbox %s: %s", sb->id, why);
-		fs_run_abort(m, sb, seq, why, EIO);
+		fs_run_abort(m, sb, seq, why, EIO, seat_ws);
 		free(cmd);
 		free(url);
 		free(job);
@@ -564,6 +593,7 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	job->url = url;
 	job->timeout_s = timeout_s;
 	job->internal = internal;
+	job->seat_ws = seat_ws;
 	job->refs = 2;
 
 	if (nested || fs_worker_start(m, job) != 0) {
@@ -594,6 +624,17 @@ refuse: /* before the seat was taken: nothing to undo but memory */
 	free(run_command);
 	free(job);
 	return refused;
+}
+
+bool fs_command_unknown(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq)
+{
+	if (!seq)
+		return false;
+	pthread_mutex_lock(&m->lock);
+	struct fs_run *r = fs_sandbox_run(sb, seq);
+	bool unknown = r && r->status == FS_RUN_UNKNOWN;
+	pthread_mutex_unlock(&m->lock);
+	return unknown;
 }
 
 int fs_command_wait_idle(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq,

@@ -136,7 +136,7 @@ int fs_resolve(struct fs_mount *m, const char *path, struct fs_loc *loc)
 		if (*end || seq == 0)
 			return -ENOENT;
 		pthread_mutex_lock(&m->lock);
-		bool have = fs_sandbox_run(sb, seq) != NULL;
+		bool have = fs_sandbox_user_run(sb, seq) != NULL;
 		pthread_mutex_unlock(&m->lock);
 		if (!have)
 			return -ENOENT;
@@ -168,7 +168,7 @@ bool fs_file_waits(const struct fs_loc *loc)
 static struct fs_run *fs_loc_run(const struct fs_loc *loc)
 {
 	if (loc->node == FS_N_RUN || loc->node == FS_N_RUNFILE)
-		return fs_sandbox_run(loc->sb, loc->seq);
+		return fs_sandbox_user_run(loc->sb, loc->seq);
 	return fs_sandbox_latest(loc->sb);
 }
 
@@ -271,10 +271,10 @@ static cJSON *fs_sandbox_json(struct fs_mount *m, const struct fs_sandbox *sb)
 	cJSON_AddBoolToObject(o, "attached", sb->attached);
 	fs_json_time(o, "created", sb->created_ms);
 	cJSON_AddNumberToObject(o, "commands_run", (double)sb->commands_run);
-	cJSON_AddNumberToObject(o, "last", (double)sb->last_seq);
+	cJSON_AddNumberToObject(o, "last", (double)fs_sandbox_last(sb));
 	cJSON_AddBoolToObject(o, "running", sb->busy);
 	cJSON_AddNumberToObject(o, "timeout", (double)fs_sandbox_timeout(m, sb));
-	const struct fs_run *r = sb->nruns ? &sb->runs[sb->nruns - 1] : NULL;
+	const struct fs_run *r = fs_sandbox_latest(sb);
 	cJSON_AddStringToObject(o, "status", r ? fs_run_status_name(r->status) : "idle");
 	fs_json_str(o, "last_error", sb->last_error);
 	if (r && r->error)
@@ -488,7 +488,7 @@ int fs_render(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *
 		rc = fs_strbuf(tmp, buf, len);
 		break;
 	case FS_F_LAST:
-		snprintf(tmp, sizeof(tmp), "%" PRIu64 "\n", sb->last_seq);
+		snprintf(tmp, sizeof(tmp), "%" PRIu64 "\n", fs_sandbox_last(sb));
 		rc = fs_strbuf(tmp, buf, len);
 		break;
 	case FS_F_TIMEOUT:
@@ -579,7 +579,7 @@ int fs_xattrs(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *
 			snprintf(tmp, sizeof(tmp), "%d", r->exit_code);
 			fs_xattr_add(f, "user.sandbox.exit", tmp);
 		}
-		snprintf(tmp, sizeof(tmp), "%" PRIu64, sb->last_seq);
+		snprintf(tmp, sizeof(tmp), "%" PRIu64, fs_sandbox_last(sb));
 		fs_xattr_add(f, "user.sandbox.last", tmp);
 		snprintf(tmp, sizeof(tmp), "%ld", fs_sandbox_timeout(m, sb));
 		fs_xattr_add(f, "user.sandbox.timeout", tmp);
@@ -588,7 +588,7 @@ int fs_xattrs(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *
 		if (sb->pool)
 			fs_xattr_add(f, "user.sandbox.pool", sb->pool);
 	} else if (loc->node == FS_N_RUN) {
-		struct fs_run *r = fs_sandbox_run(sb, loc->seq);
+		struct fs_run *r = fs_sandbox_user_run(sb, loc->seq);
 		if (r) {
 			fs_xattr_add(f, "user.sandbox.status",
 				     fs_run_status_name(r->status));

@@ -60,6 +60,45 @@ static void fs_unclaim(struct fs_mount *m, struct fs_sandbox *sb)
 	pthread_mutex_unlock(&m->lock);
 }
 
+/* Tells the workspaces of sandboxes that moved or vanished (flags set by
+ * a listing). The sandbox objects live as long as the mount; the array may
+ * move, so it is read under the lock. */
+static void fs_workspaces_follow(struct fs_mount *m)
+{
+	pthread_mutex_lock(&m->lock);
+	size_t n = m->nsbs;
+	pthread_mutex_unlock(&m->lock);
+	for (size_t i = 0; i < n; i++) {
+		pthread_mutex_lock(&m->lock);
+		struct fs_sandbox *sb = m->sbs[i];
+		bool vanished = sb->ws_vanished, moved = sb->ws_moved;
+		struct workspace *ws = vanished ? NULL : sb->ws;
+		sb->ws_vanished = false;
+		pthread_mutex_unlock(&m->lock);
+		if (!vanished && !moved)
+			continue;
+		/* Restored pending uploads make a workspace before any use;
+		 * a vanished sandbox's was unhooked by the listing. */
+		if (!ws)
+			ws = workspace_find(m->wscache, sb->id);
+		if (vanished) {
+			if (ws) {
+				workspace_sandbox_gone(ws);
+				workspace_forget(m->wscache, sb->id);
+			}
+			continue;
+		}
+		pthread_mutex_lock(&m->lock);
+		if (ws && !sb->ws && sb->ws_moved)
+			sb->ws = ws;
+		pthread_mutex_unlock(&m->lock);
+		if (fs_sandbox_follow(m, sb) < 0)
+			fs_log("sandbox %s moved; its workspace waits until the new "
+			       "address is journaled",
+			       sb->id);
+	}
+}
+
 int fs_orch_refresh(struct fs_mount *m, bool force)
 {
 	if (!m->have_orch)
@@ -105,6 +144,10 @@ int fs_orch_refresh(struct fs_mount *m, bool force)
 	m->list_errno = 0;
 	m->list_error[0] = '\0';
 	m->list_ms = start;
+	/* Sandboxes whose URL changed (ws_moved) or that vanished
+	 * (ws_vanished): their workspaces are told below, without the lock
+	 * (a journal append). */
+	bool tell = false;
 	for (size_t i = 0; i < l.count; i++) {
 		struct backend_sandbox *s = &l.items[i];
 		if (!s->id || !backend_sandbox_id_valid(s->id))
@@ -128,9 +171,15 @@ int fs_orch_refresh(struct fs_mount *m, bool force)
 		}
 		sb->listed_ms = start;
 		sb->state = fs_state_of(s->state);
+		bool had_url = sb->url != NULL;
 		if (s->url && (!sb->url || strcmp(sb->url, s->url) != 0) &&
-		    fs_set_str(&sb->url, s->url) == 0)
+		    fs_set_str(&sb->url, s->url) == 0) {
 			sb->journaled = false; /* else the next refresh retries */
+			/* The workspace follows: file operations and retries
+			 * go to the new URL, never the old one. */
+			if (had_url)
+				tell = sb->ws_moved = true;
+		}
 		if (!sb->pool)
 			fs_set_str(&sb->pool, s->pool);
 		if (!sb->image)
@@ -144,7 +193,7 @@ int fs_orch_refresh(struct fs_mount *m, bool force)
 	 * vanished: they show "gone" and are never recreated. */
 	for (size_t i = 0; i < m->nsbs; i++) {
 		struct fs_sandbox *sb = m->sbs[i];
-		if (!sb->present || !sb->owned || sb->listed_ms == start ||
+		if (!sb->present || sb->attached || sb->listed_ms == start ||
 		    sb->lifecycle_busy)
 			continue;
 		if (sb->created_ms >= start)
@@ -163,11 +212,21 @@ int fs_orch_refresh(struct fs_mount *m, bool force)
 			sb->state = FS_SB_GONE;
 			fs_set_str(&sb->last_error,
 				   "the sandbox vanished from the orchestrator");
+			/* Its URL is no longer its own: nothing goes there
+			 * again, and its unsaved files go to rescue. */
+			tell = sb->ws_vanished = true;
+			sb->ws_moved = false;
+			sb->ws = NULL; /* found again by id to be told */
+			fs_set_str(&sb->url, NULL);
+			sb->journaled = false;
 		}
 	}
 	pthread_mutex_unlock(&m->lock);
 	pthread_mutex_unlock(&m->list_lock);
 	backend_sandbox_list_clear(&l);
+
+	if (tell)
+		fs_workspaces_follow(m);
 	return 0;
 }
 

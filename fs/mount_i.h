@@ -60,6 +60,9 @@ struct fs_run {
 	uint64_t started_ms, ended_ms;
 	char *error;	  /* why unknown / failed */
 	int result_errno; /* what the ctl write returns (0: the byte count) */
+	/* Run by the mount for itself (a directory rename's mv, a batch of
+	 * modes): counted in info, never shown as the user's run. */
+	bool internal;
 };
 
 struct fs_sandbox {
@@ -70,6 +73,8 @@ struct fs_sandbox {
 	bool journaled;	       /* the journal holds its URL (created/attached) */
 	bool in_journal_state; /* the journal knows it at all */
 	char *url;	       /* a capability: never printed */
+	bool ws_moved;	       /* ws does not have url yet (fs_sandbox_follow) */
+	bool ws_vanished;      /* its workspace is not told it is gone yet */
 	char *pool, *image;
 	enum fs_sb_state state;
 	uint64_t created_ms;
@@ -77,7 +82,8 @@ struct fs_sandbox {
 	long timeout_s;	    /* -1: no limit; 0: the mount default */
 	uint64_t last_seq;
 	uint64_t commands_run;
-	struct fs_run *runs; /* oldest first, at most opt.max_runs */
+	/* oldest first, at most opt.max_runs (internal ones dropped first) */
+	struct fs_run *runs;
 	size_t nruns;
 	bool busy; /* a command of this mount holds the seat */
 	uint64_t busy_seq;
@@ -154,8 +160,13 @@ void fs_run_clear(struct fs_run *r);
 /* Appends a run, dropping (and unlinking outputs of) the oldest beyond
  * max_runs. Returns the new run, or NULL when out of memory. */
 struct fs_run *fs_sandbox_push_run(struct fs_mount *m, struct fs_sandbox *sb);
+/* Any run by its number, internal ones included. */
 struct fs_run *fs_sandbox_run(struct fs_sandbox *sb, uint64_t seq);
-struct fs_run *fs_sandbox_latest(struct fs_sandbox *sb);
+/* What the user sees (stdout, exit, status, last, runs/): the user's own
+ * runs only. The latest may be NULL; fs_sandbox_last is 0 then. */
+struct fs_run *fs_sandbox_user_run(struct fs_sandbox *sb, uint64_t seq);
+struct fs_run *fs_sandbox_latest(const struct fs_sandbox *sb);
+uint64_t fs_sandbox_last(const struct fs_sandbox *sb);
 /* Builds the model from the replayed journal (no lock needed: start-up). */
 int fs_model_load(struct fs_mount *m, const struct journal_state *st);
 /* The workspace of a sandbox, journaling its URL at first use. Takes the
@@ -164,6 +175,10 @@ struct workspace *fs_sandbox_workspace(struct fs_mount *m, struct fs_sandbox *sb
 /* Makes sure the journal holds the URL of a sandbox known only from the
  * orchestrator's listing, before the URL is used. Takes the lock. */
 int fs_sandbox_adopt(struct fs_mount *m, struct fs_sandbox *sb);
+/* The orchestrator reported a new URL for sb (ws_moved): journals it, then
+ * gives it to the workspace, which sends nothing meanwhile. Takes the
+ * lock. Returns 0 or -errno (the workspace then waits for a later call). */
+int fs_sandbox_follow(struct fs_mount *m, struct fs_sandbox *sb);
 /* The effective timeoutSeconds for a command (lock held). */
 long fs_sandbox_timeout(struct fs_mount *m, const struct fs_sandbox *sb);
 
@@ -191,6 +206,9 @@ int fs_sandbox_set_timeout(struct fs_mount *m, struct fs_sandbox *sb, long t);
  * sequence number. Returns 0 or -errno per DESIGN.md §2. */
 int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *command,
 		   size_t len, bool interruptible, bool internal, uint64_t *seq_out);
+/* True when run seq of sb was sent and its outcome is unknown (takes the
+ * lock). */
+bool fs_command_unknown(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq);
 /* Waits until sb has no running command of this mount. Returns 0,
  * -EAGAIN (nonblock and running), -EINTR (interrupted or unmounting). */
 int fs_command_wait_idle(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq,

@@ -55,6 +55,10 @@ struct fs_ctl_handle {
 	size_t len;
 	int flags;
 	bool refused; /* ctl: a piece of an over-long command was refused */
+	/* ctl: a command sent through this descriptor has no known outcome
+	 * (EIO) or still runs (EINTR): the bytes a client library keeps and
+	 * writes again must not run it twice, so later writes are EIO. */
+	bool sent_unknown;
 };
 
 /* Resolves path; 0 or -ENOENT. */

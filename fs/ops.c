@@ -172,8 +172,11 @@ static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t
 		pthread_mutex_lock(&m->lock);
 		size_t n = loc.sb->nruns;
 		uint64_t *seqs = calloc(n + 1, sizeof(*seqs));
+		size_t k = 0;
 		for (size_t i = 0; seqs && i < n; i++)
-			seqs[i] = loc.sb->runs[i].seq;
+			if (!loc.sb->runs[i].internal)
+				seqs[k++] = loc.sb->runs[i].seq;
+		n = k;
 		pthread_mutex_unlock(&m->lock);
 		if (!seqs)
 			return -ENOMEM;
@@ -384,11 +387,16 @@ static int fs_write(const char *path, const char *buf, size_t size, off_t off,
 			atomic_fetch_add(&m->n.efbig_refused, 1);
 			return -EFBIG;
 		}
+		if (h->sent_unknown)
+			return -EIO;
 		if (len && buf[len - 1] == '\n')
 			len--;
 		if (len == 0)
 			return -EINVAL;
-		rc = fs_command_run(m, h->loc.sb, buf, len, true, false, NULL);
+		uint64_t seq = 0;
+		rc = fs_command_run(m, h->loc.sb, buf, len, true, false, &seq);
+		if (rc == -EINTR || (rc == -EIO && fs_command_unknown(m, h->loc.sb, seq)))
+			h->sent_unknown = true;
 		return rc < 0 ? rc : (int)size;
 	case FS_F_MCTL:
 		atomic_fetch_add(&m->n.ctl_writes, 1);

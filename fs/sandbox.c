@@ -141,16 +141,27 @@ static void fs_output_unlink(struct fs_mount *m, const struct journal_output *o)
 	unlink(path);
 }
 
+/* The run to drop to make room: the oldest finished internal one (never
+ * shown), else the oldest (the journal's history keeps the same). */
+static size_t fs_run_victim(const struct fs_sandbox *sb)
+{
+	for (size_t i = 0; i < sb->nruns; i++)
+		if (sb->runs[i].internal && sb->runs[i].status != FS_RUN_RUNNING)
+			return i;
+	return 0;
+}
+
 struct fs_run *fs_sandbox_push_run(struct fs_mount *m, struct fs_sandbox *sb)
 {
 	size_t max = (size_t)m->opt.max_runs;
 	while (sb->nruns >= max) {
-		/* never drop the running one: it is the newest */
-		fs_output_unlink(m, &sb->runs[0].out);
-		fs_output_unlink(m, &sb->runs[0].err);
-		fs_run_clear(&sb->runs[0]);
-		memmove(&sb->runs[0], &sb->runs[1],
-			(sb->nruns - 1) * sizeof(sb->runs[0]));
+		/* never the running one: it is the newest */
+		size_t v = fs_run_victim(sb);
+		fs_output_unlink(m, &sb->runs[v].out);
+		fs_output_unlink(m, &sb->runs[v].err);
+		fs_run_clear(&sb->runs[v]);
+		memmove(&sb->runs[v], &sb->runs[v + 1],
+			(sb->nruns - v - 1) * sizeof(sb->runs[0]));
 		sb->nruns--;
 	}
 	struct fs_run *n = realloc(sb->runs, (sb->nruns + 1) * sizeof(*n));
@@ -170,9 +181,26 @@ struct fs_run *fs_sandbox_run(struct fs_sandbox *sb, uint64_t seq)
 	return NULL;
 }
 
-struct fs_run *fs_sandbox_latest(struct fs_sandbox *sb)
+struct fs_run *fs_sandbox_user_run(struct fs_sandbox *sb, uint64_t seq)
 {
-	return sb->nruns ? &sb->runs[sb->nruns - 1] : NULL;
+	struct fs_run *r = fs_sandbox_run(sb, seq);
+	return r && !r->internal ? r : NULL;
+}
+
+struct fs_run *fs_sandbox_latest(const struct fs_sandbox *sb)
+{
+	for (size_t i = sb->nruns; i > 0; i--)
+		if (!sb->runs[i - 1].internal)
+			return &sb->runs[i - 1];
+	return NULL;
+}
+
+uint64_t fs_sandbox_last(const struct fs_sandbox *sb)
+{
+	for (size_t i = sb->nruns; i > 0; i--)
+		if (!sb->runs[i - 1].internal)
+			return sb->runs[i - 1].seq;
+	return 0;
 }
 
 long fs_sandbox_timeout(struct fs_mount *m, const struct fs_sandbox *sb)
@@ -213,6 +241,7 @@ bool fs_run_is_timeout(int exit_code, long timeout_s, long duration_ms)
 static int fs_run_from_journal(struct fs_run *r, const struct journal_run *j)
 {
 	r->seq = j->seq;
+	r->internal = j->internal;
 	r->command = fs_strdup0(j->command);
 	r->timeout_s = j->timeout_s < 0 ? 0 : j->timeout_s;
 	r->exit_code = j->exit_code;
@@ -333,12 +362,43 @@ int fs_sandbox_adopt(struct fs_mount *m, struct fs_sandbox *sb)
 	return 0;
 }
 
+int fs_sandbox_follow(struct fs_mount *m, struct fs_sandbox *sb)
+{
+	pthread_mutex_lock(&m->lock);
+	struct workspace *ws = sb->ws;
+	bool moved = sb->ws_moved;
+	if (!ws)
+		sb->ws_moved = false; /* one made later gets the URL then */
+	pthread_mutex_unlock(&m->lock);
+	if (!ws || !moved)
+		return 0;
+	/* Nothing goes to the old URL while the new one is journaled. */
+	workspace_set_url(ws, NULL);
+	int rc = fs_sandbox_adopt(m, sb);
+	char *url = NULL;
+	pthread_mutex_lock(&m->lock);
+	/* Moved again meanwhile: that URL is not journaled yet. */
+	if (rc == 0 && sb->ws == ws && sb->journaled && sb->url) {
+		url = fs_strdup0(sb->url);
+		if (url)
+			sb->ws_moved = false;
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (url)
+		workspace_set_url(ws, url);
+	free(url);
+	return rc < 0 ? rc : url ? 0 : -EAGAIN;
+}
+
 struct workspace *fs_sandbox_workspace(struct fs_mount *m, struct fs_sandbox *sb)
 {
 	pthread_mutex_lock(&m->lock);
 	struct workspace *ws = sb->ws;
 	bool has_url = sb->url != NULL;
+	bool moved = sb->ws_moved;
 	pthread_mutex_unlock(&m->lock);
+	if (ws && moved)
+		fs_sandbox_follow(m, sb);
 	if (ws || !has_url || !m->wscache)
 		return ws;
 	if (fs_sandbox_adopt(m, sb) < 0)

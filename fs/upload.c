@@ -91,7 +91,6 @@ void upload_schedule(struct wsfile *f, int err)
 	cache_set_state(f, f->dirty, true);
 	f->attempts++;
 	f->last_err = err;
-	/* flush_all parks attempts below zero during its pass. */
 	int shift = f->attempts < 1 ? 0 : f->attempts - 1 < 10 ? f->attempts - 1 : 10;
 	uint64_t delay = (uint64_t)RETRY_BASE_MS << shift;
 	if (delay > RETRY_CAP_MS)
@@ -354,7 +353,9 @@ static struct wsfile *next_due(struct wscache *c, uint64_t *wait_ms)
 {
 	struct wsfile *best = NULL;
 	for (struct workspace *ws = c->unsaved_files ? c->wss : NULL; ws; ws = ws->next) {
-		if (ws->gone)
+		/* While a command holds the seat, an upload would land in the
+		 * middle of it: the retry waits for the seat to be free. */
+		if (ws->gone || ws->seats)
 			continue;
 		for (struct wsfile *f = ws->all; f; f = f->ws_next)
 			if (f->pending && !f->permanent && !f->unlinked &&
@@ -392,7 +393,15 @@ void *upload_thread(void *arg)
 		}
 		pthread_mutex_unlock(&c->lock);
 		if (pthread_mutex_trylock(&f->mx) == 0) {
-			upload_locked(f, UPLOAD_DURABLE_FIRST);
+			/* A command that took the seat since the pick flushes
+			 * its sandbox first, under f->mx: it waits for this
+			 * upload when it is already running, else this one
+			 * leaves the file to it. */
+			pthread_mutex_lock(&c->lock);
+			bool seated = f->ws->seats > 0;
+			pthread_mutex_unlock(&c->lock);
+			if (!seated)
+				upload_locked(f, UPLOAD_DURABLE_FIRST);
 			pthread_mutex_unlock(&f->mx);
 			pthread_mutex_lock(&c->lock);
 		} else {

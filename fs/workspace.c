@@ -415,25 +415,58 @@ static void workspace_free(struct workspace *ws)
 	free(ws);
 }
 
+/* Names f and why it is not uploaded in stuck (once). c->lock held. */
+static void note_stuck(char *stuck, size_t len, const struct wsfile *f, int err)
+{
+	if (stuck && len && !stuck[0])
+		snprintf(stuck, len, "%s (%s)", f->path, strerror(err ? err : EIO));
+}
+
 /* Uploads every dirty file of ws once (or of every workspace when ws is
- * NULL), starting none after budget_ms. Returns the number not uploaded. */
-static int flush_all(struct wscache *c, struct workspace *only, uint64_t budget_ms)
+ * NULL), starting none after budget_ms. Returns the number not uploaded;
+ * stuck (may be NULL) gets the first of them and why. With due_only, a
+ * failed upload whose retry is not due yet fails the flush at once, and
+ * nothing is uploaded: a caller that loops (a command refused, written
+ * again) keeps to the retries' backoff instead of hammering the sandbox
+ * and journaling a new intent each time. */
+static int flush_all(struct wscache *c, struct workspace *only, uint64_t budget_ms,
+		     bool due_only, char *stuck, size_t stuck_len)
 {
 	int failed = 0;
 	uint64_t deadline = ws_now_ms() + budget_ms;
+	if (stuck && stuck_len)
+		stuck[0] = '\0';
 	pthread_mutex_lock(&c->lock);
 	if (!c->unsaved_files) { /* the common case: no walk of every file */
 		pthread_mutex_unlock(&c->lock);
 		return 0;
 	}
+	for (struct workspace *ws = due_only ? c->wss : NULL; ws; ws = ws->next) {
+		if ((only && ws != only) || ws->gone)
+			continue;
+		uint64_t now = ws_now_ms();
+		for (struct wsfile *f = ws->all; f; f = f->ws_next)
+			if (f->pending && !f->unlinked && f->path &&
+			    f->next_try_ms > now) {
+				failed++;
+				note_stuck(stuck, stuck_len, f, f->last_err);
+			}
+	}
+	if (failed) {
+		pthread_mutex_unlock(&c->lock);
+		return failed;
+	}
 	for (;;) {
 		if (ws_now_ms() > deadline) {
 			for (struct workspace *ws = c->wss; ws; ws = ws->next)
 				for (struct wsfile *f = ws->all; f; f = f->ws_next)
-					failed += (!only || ws == only) && !ws->gone &&
-						  (f->dirty || f->pending) &&
-						  !f->unlinked && f->path &&
-						  f->attempts >= 0;
+					if ((!only || ws == only) && !ws->gone &&
+					    (f->dirty || f->pending) && !f->unlinked &&
+					    f->path && !f->flush_parked) {
+						failed++;
+						note_stuck(stuck, stuck_len, f,
+							   ETIMEDOUT);
+					}
 			break;
 		}
 		struct wsfile *pick = NULL;
@@ -442,7 +475,7 @@ static int flush_all(struct wscache *c, struct workspace *only, uint64_t budget_
 				continue;
 			for (struct wsfile *f = ws->all; f; f = f->ws_next)
 				if ((f->dirty || f->pending) && !f->unlinked && f->path &&
-				    f->attempts >= 0) {
+				    !f->flush_parked) {
 					pick = f;
 					break;
 				}
@@ -456,15 +489,16 @@ static int flush_all(struct wscache *c, struct workspace *only, uint64_t budget_
 		pthread_mutex_lock(&c->lock);
 		if (rc < 0) {
 			failed++;
-			pick->attempts = -1000000; /* not picked again in this pass */
+			pick->flush_parked = true; /* not picked again in this pass */
+			if (pick->path)
+				note_stuck(stuck, stuck_len, pick, -rc);
 		}
 		file_unref(pick);
 	}
-	/* Restore the retry counters of those that failed. */
 	for (struct workspace *ws = c->wss; ws; ws = ws->next)
-		for (struct wsfile *f = ws->all; f; f = f->ws_next)
-			if (f->attempts < 0)
-				f->attempts = 1;
+		for (struct wsfile *f = ws->all; f && (!only || ws == only);
+		     f = f->ws_next)
+			f->flush_parked = false;
 	pthread_mutex_unlock(&c->lock);
 	return failed;
 }
@@ -482,7 +516,7 @@ void wscache_free(struct wscache *c)
 		pthread_join(c->thread, NULL);
 		c->running = false;
 	}
-	int failed = flush_all(c, NULL, 10000);
+	int failed = flush_all(c, NULL, 10000, false, NULL, 0);
 	if (failed)
 		fprintf(stderr,
 			"sandboxfs: %d uploads still pending; they are retried at the "
@@ -556,6 +590,16 @@ struct workspace *workspace_get(struct wscache *c, const char *sandbox_id,
 		return NULL;
 	pthread_mutex_lock(&c->lock);
 	struct workspace *ws = ws_get_locked(c, sandbox_id, url);
+	pthread_mutex_unlock(&c->lock);
+	return ws;
+}
+
+struct workspace *workspace_find(struct wscache *c, const char *sandbox_id)
+{
+	if (!c || !sandbox_id)
+		return NULL;
+	pthread_mutex_lock(&c->lock);
+	struct workspace *ws = ws_find(c, sandbox_id);
 	pthread_mutex_unlock(&c->lock);
 	return ws;
 }
@@ -671,17 +715,42 @@ static size_t quoted_len(const char *s)
 	return n;
 }
 
-int workspace_before_command(struct workspace *ws)
+void workspace_seat(struct workspace *ws, bool held)
 {
+	if (!ws)
+		return;
+	struct wscache *c = ws->c;
+	pthread_mutex_lock(&c->lock);
+	ws->seats += held ? 1 : -1;
+	if (ws->seats < 0)
+		ws->seats = 0;
+	pthread_cond_broadcast(&c->cond); /* the retry thread may go on */
+	pthread_mutex_unlock(&c->lock);
+}
+
+int workspace_before_command(struct workspace *ws, char *why, size_t whylen)
+{
+	if (why && whylen)
+		why[0] = '\0';
 	if (!ws)
 		return 0;
 	struct wscache *c = ws->c;
-	int result = 0;
 	/* The command sees what was written here, even by descriptors still
 	 * open or not yet released (an empty "touch" is uploaded at release,
-	 * which the kernel sends after close returns). */
-	if (flush_all(c, ws, 60000) > 0)
-		result = -EIO;
+	 * which the kernel sends after close returns). An upload that cannot
+	 * be delivered now stops the command: it would run before the write,
+	 * and the retry would then put old data over what it made. */
+	char stuck[512];
+	int failed = flush_all(c, ws, 60000, true, stuck, sizeof(stuck));
+	if (failed > 0) {
+		if (why && whylen)
+			snprintf(why, whylen,
+				 "not sent: the upload of workspace/%s is still "
+				 "pending%s; the command would overtake it",
+				 stuck[0] ? stuck : "a file",
+				 failed > 1 ? " (and others)" : "");
+		return -EIO;
+	}
 	for (int round = 0; round < 64; round++) {
 		/* One command per round: "chmod MODE -- 'a' 'b'" groups. */
 		pthread_mutex_lock(&c->lock);
@@ -765,22 +834,27 @@ int workspace_before_command(struct workspace *ws)
 			if (!paths || !paths[i])
 				continue;
 			struct wsmeta *m = meta_get(ws, paths[i], false);
-			if (m && rc < 0)
-				m->mode_queued = true; /* not sent: keep it queued */
-			else if (m && code != 0)
-				m->has_mode = false; /* not known to be applied */
+			/* EIO: sent, outcome unknown; like any command it is
+			 * never sent again, and its modes are not known to be
+			 * applied. Other errors: not sent, still queued. */
+			if (m && rc < 0 && rc != -EIO)
+				m->mode_queued = true;
+			else if (m && (rc == -EIO || code != 0))
+				m->has_mode = false;
 			free(paths[i]);
 		}
 		pthread_mutex_unlock(&c->lock);
 		free(paths);
-		if (rc < 0)
-			return rc;
-		if (code != 0) {
-			ws_log(ws, "applying queued modes failed (exit %d)", code);
-			result = -EIO;
+		/* A mode not applied is reported by the file's mode, never by
+		 * holding the user's command back. */
+		if (rc < 0) {
+			ws_log(ws, "queued modes not applied: %s", strerror(-rc));
+			break;
 		}
+		if (code != 0)
+			ws_log(ws, "applying queued modes failed (exit %d)", code);
 	}
-	return result;
+	return 0;
 }
 
 /* Keeps the cache file of path for the user under BASE/ID/path (base:
@@ -824,6 +898,34 @@ static int rescue_keep(const char *base, const char *id, const char *path,
 	return rc;
 }
 
+void workspace_set_url(struct workspace *ws, const char *url)
+{
+	if (!ws)
+		return;
+	struct wscache *c = ws->c;
+	char *u = url ? strdup(url) : NULL;
+	pthread_mutex_lock(&c->lock);
+	if (url && !u) {
+		/* out of memory: send nothing rather than to the old URL */
+		free(ws->url);
+		ws->url = NULL;
+	} else if (!ws->gone) {
+		free(ws->url);
+		ws->url = u;
+		u = NULL;
+	}
+	if (ws->url) {
+		/* What waits for the sandbox is tried at its new place now. */
+		for (struct wsfile *f = ws->all; f; f = f->ws_next)
+			if (f->pending && !f->permanent)
+				f->next_try_ms = ws_now_ms();
+		dir_stale_all(ws);
+	}
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+	free(u);
+}
+
 void workspace_sandbox_gone(struct workspace *ws)
 {
 	if (!ws)
@@ -836,6 +938,9 @@ void workspace_sandbox_gone(struct workspace *ws)
 	size_t n = 0;
 	pthread_mutex_lock(&c->lock);
 	ws->gone = true;
+	/* Whoever serves that URL now is not this sandbox. */
+	free(ws->url);
+	ws->url = NULL;
 	for (struct wsfile *f = ws->all; f; f = f->ws_next)
 		n += (f->dirty || f->pending) && f->path && !f->unlinked;
 	items = calloc(n ? n : 1, sizeof(*items));
@@ -899,7 +1004,7 @@ void workspace_forget(struct wscache *c, const char *sandbox_id)
 	pthread_mutex_unlock(&c->lock);
 	if (!ws)
 		return;
-	flush_all(c, ws, 10000);
+	flush_all(c, ws, 10000, false, NULL, 0);
 	/* Open handles may still point into it, and the retry thread keeps
 	 * trying what is pending: the object lives until wscache_free. */
 	pthread_mutex_lock(&c->lock);
@@ -1237,12 +1342,30 @@ int wscache_health(struct wscache *c, FILE *out)
 				stuck += f->permanent;
 			}
 	uint64_t lost = c->lost_uploads;
-	pthread_mutex_unlock(&c->lock);
 	DIR *d;
 	if (pending) {
 		fprintf(out, "%zu uploads pending\n", pending);
 		problems++;
 	}
+	/* Which ones: a command in their sandbox waits for them. */
+	size_t named = 0;
+	for (struct workspace *ws = c->wss; ws && pending; ws = ws->next)
+		for (struct wsfile *f = ws->all; f; f = f->ws_next) {
+			if (!f->pending || f->unlinked || !f->path)
+				continue;
+			if (named++ == 10) {
+				fprintf(out, "(and %zu more pending uploads)\n",
+					pending - 10);
+				goto named_all;
+			}
+			fprintf(out,
+				"upload of %s/workspace/%s pending (%s); commands in %s "
+				"are refused until it is delivered\n",
+				ws->id, f->path,
+				strerror(f->last_err ? f->last_err : EIO), ws->id);
+		}
+named_all:
+	pthread_mutex_unlock(&c->lock);
 	if (stuck) {
 		fprintf(out,
 			"%zu uploads refused by the server (retried at the next close)\n",

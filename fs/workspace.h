@@ -42,7 +42,9 @@ struct wscache_config {
 	/* Runs a shell command in a sandbox through the mount's command path
 	 * (journaled like any command; EBUSY when the seat is taken). Used
 	 * for what the file API cannot do: modes, directory rename. Returns
-	 * 0 and the exit code, or a negative errno. May be NULL in tests. */
+	 * 0 and the exit code, or a negative errno: -EIO when the outcome is
+	 * unknown (it may have run; never send it again). May be NULL in
+	 * tests. */
 	int (*exec)(void *ctx, const char *sandbox_id, const char *command,
 		    int *exit_code);
 	void *exec_ctx;
@@ -74,6 +76,9 @@ void wscache_stats(struct wscache *c, FILE *out);
 /* The workspace of a sandbox; created on first call, then the same. */
 struct workspace *workspace_get(struct wscache *c, const char *sandbox_id,
 				const char *url);
+/* The workspace of a sandbox if there is one (restored pending uploads
+ * make one at mount), else NULL; never creates one. */
+struct workspace *workspace_find(struct wscache *c, const char *sandbox_id);
 /* Drops cached listings and marks cached file contents for revalidation:
  * called after every command the mount ran in that sandbox. */
 void workspace_invalidate(struct workspace *ws);
@@ -81,10 +86,22 @@ void workspace_invalidate(struct workspace *ws);
  * files written here and not yet uploaded, then the queued modes in
  * batched chmod commands through cfg->exec. Called by the command path
  * with the seat held by this mount, before it sends the user's command
- * (cfg->exec runs nested in that seat). Returns 0 or a negative errno. */
-int workspace_before_command(struct workspace *ws);
+ * (cfg->exec runs nested in that seat). Returns 0, or -EIO when an upload
+ * could not be delivered: the command must not be sent, since it would
+ * overtake the write (why, when given, names the file). A failed mode
+ * batch is logged and does not stop the command. */
+int workspace_before_command(struct workspace *ws, char *why, size_t whylen);
+/* The sandbox's seat is held (a command of this mount runs there) or free
+ * again: while it is held the retry thread uploads nothing into it. */
+void workspace_seat(struct workspace *ws, bool held);
+/* The sandbox is served at a new URL (NULL: none for now, nothing is
+ * sent): every later request of the workspace, the retries of pending
+ * uploads included, goes there. The caller journals a URL before it
+ * gives it. */
+void workspace_set_url(struct workspace *ws, const char *url);
 /* The sandbox is gone: pending uploads are abandoned (journaled) and their
- * data kept for rescue under the state directory. */
+ * data kept for rescue under the state directory; nothing is sent to its
+ * URL again. */
 void workspace_sandbox_gone(struct workspace *ws);
 /* Detach/forget: flush what can be flushed and drop the object. */
 void workspace_forget(struct wscache *c, const char *sandbox_id);

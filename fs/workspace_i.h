@@ -148,6 +148,7 @@ struct wsfile {
 	uint32_t crc;
 	uint64_t crc_len;
 	int attempts;
+	bool flush_parked; /* failed in the running flush_all pass: skip it */
 	uint64_t next_try_ms;
 	int last_err;
 	struct timespec mtime;
@@ -177,6 +178,7 @@ struct workspace {
 	struct timespec born;
 	bool gone;
 	bool retired;	    /* forgotten: not found by workspace_get any more */
+	int seats;	    /* commands of this mount running there: no retries */
 	struct htab dirs;   /* struct wsdir */
 	struct htab metas;  /* struct wsmeta */
 	struct htab files;  /* struct wsfile, live names only */

@@ -106,6 +106,8 @@ static int dump_one(void *ctx, const struct journal_record *r, uint64_t offset)
 	if (r->timeout_s)
 		fprintf(out, " timeout=%lds", r->timeout_s);
 	put_str(out, "command", r->command);
+	if (r->internal)
+		fputs(" internal", out);
 	if (r->kind == JOURNAL_EXEC_RESULT)
 		fprintf(out, " exit=%d duration=%ldms%s", r->exit_code, r->duration_ms,
 			r->truncated ? " truncated" : "");

@@ -44,7 +44,7 @@ enum journal_kind {
 	JOURNAL_ATTACH, /* sandbox, url */
 	JOURNAL_DETACH, /* sandbox */
 	/* Commands. */
-	JOURNAL_EXEC_INTENT,  /* sandbox, seq, command, timeout_s */
+	JOURNAL_EXEC_INTENT,  /* sandbox, seq, command, timeout_s, internal */
 	JOURNAL_EXEC_RESULT,  /* sandbox, seq, exit_code, duration_ms,
 				 truncated, outputs */
 	JOURNAL_EXEC_UNKNOWN, /* sandbox, seq, error */
@@ -97,6 +97,10 @@ struct journal_record {
 	int exit_code;
 	long duration_ms;
 	bool truncated;
+	/* EXEC_INTENT: a command the mount ran for itself (a directory
+	 * rename's mv, a batch of modes), never shown as the user's run. A
+	 * field added in format 1: older readers skip it. */
+	bool internal;
 	struct journal_output out; /* EXEC_RESULT stdout */
 	struct journal_output err; /* EXEC_RESULT stderr */
 	uint64_t upload_id; /* UPLOAD_*: unique within the journal */
@@ -138,6 +142,7 @@ struct journal_run {
 	uint64_t seq;
 	char *command;
 	long timeout_s;
+	bool internal; /* run by the mount for itself (EXEC_INTENT's flag) */
 	enum journal_run_status status;
 	int exit_code;
 	long duration_ms;
@@ -169,7 +174,8 @@ struct journal_sandbox {
 	uint64_t created_ms;
 	uint64_t last_seq;      /* highest sequence number ever used */
 	uint64_t commands_run;  /* total, including runs dropped from history */
-	struct journal_run *runs; /* oldest first, at most max_runs */
+	/* oldest first, at most max_runs; internal runs are dropped first */
+	struct journal_run *runs;
 	size_t nruns;
 	struct journal_upload *uploads; /* pending and abandoned */
 	size_t nuploads;

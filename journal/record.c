@@ -131,7 +131,7 @@ bool journal_record_equal(const struct journal_record *a, const struct journal_r
 	       journal_str_equal(a->command, b->command) &&
 	       a->timeout_s == b->timeout_s && a->exit_code == b->exit_code &&
 	       a->duration_ms == b->duration_ms && a->truncated == b->truncated &&
-	       journal_output_equal(&a->out, &b->out) &&
+	       a->internal == b->internal && journal_output_equal(&a->out, &b->out) &&
 	       journal_output_equal(&a->err, &b->err) && a->upload_id == b->upload_id &&
 	       journal_str_equal(a->path, b->path) &&
 	       journal_str_equal(a->cache_file, b->cache_file) && a->size == b->size &&
@@ -174,6 +174,7 @@ enum tag {
 	T_SB_STATE,
 	T_OWNED,
 	T_COMMANDS_RUN,
+	T_INTERNAL,
 };
 
 struct wbuf {
@@ -296,6 +297,7 @@ int journal_encode(const struct journal_record *r, uint8_t **buf, size_t *len)
 	w_i64(&w, T_SB_STATE, r->sb_state);
 	w_u64(&w, T_OWNED, r->owned);
 	w_u64(&w, T_COMMANDS_RUN, r->commands_run);
+	w_u64(&w, T_INTERNAL, r->internal);
 	if (!w.err && w.len - JOURNAL_HEADER_SIZE > JOURNAL_MAX_PAYLOAD)
 		w.err = -EFBIG;
 	if (w.err) {
@@ -479,6 +481,8 @@ static int decode_field(struct journal_record *r, unsigned tag, const uint8_t *v
 		return get_bool(v, n, &r->owned, why);
 	case T_COMMANDS_RUN:
 		return get_u64(v, n, &r->commands_run, why);
+	case T_INTERNAL:
+		return get_bool(v, n, &r->internal, why);
 	default:
 		return 0; /* a field from a later writer: skipped */
 	}

@@ -139,22 +139,38 @@ static struct journal_run *run_find(struct journal_sandbox *sb, uint64_t seq)
 	return NULL;
 }
 
-/* Inserts a run in sequence order and keeps at most max_runs, dropping the
- * oldest. Returns NULL when the new run is itself the one dropped. */
+/* The run the history drops to make room: the oldest internal one (never
+ * shown to the user), else the oldest. */
+static size_t run_victim(const struct journal_sandbox *sb)
+{
+	for (size_t i = 0; i < sb->nruns; i++)
+		if (sb->runs[i].internal)
+			return i;
+	return 0;
+}
+
+/* Inserts a run in sequence order and keeps at most max_runs, dropping
+ * internal runs first, then the oldest. Returns NULL when the new run is
+ * itself the one dropped. */
 static struct journal_run *run_insert(struct journal_state *st,
-				      struct journal_sandbox *sb, uint64_t seq)
+				      struct journal_sandbox *sb, uint64_t seq,
+				      bool internal)
 {
 	size_t pos = sb->nruns;
 	while (pos > 0 && sb->runs[pos - 1].seq > seq)
 		pos--;
 	if (sb->nruns >= st->max_runs) {
-		if (pos == 0)
+		size_t victim = run_victim(sb);
+		/* The new run is the one dropped when it is older than every
+		 * one kept and no internal run makes room for it. */
+		if (pos == 0 && (internal || !sb->runs[victim].internal))
 			return NULL;
-		run_free(&sb->runs[0]);
-		memmove(&sb->runs[0], &sb->runs[1],
-			(sb->nruns - 1) * sizeof(sb->runs[0]));
+		run_free(&sb->runs[victim]);
+		memmove(&sb->runs[victim], &sb->runs[victim + 1],
+			(sb->nruns - victim - 1) * sizeof(sb->runs[0]));
 		sb->nruns--;
-		pos--;
+		if (victim < pos)
+			pos--;
 	} else {
 		struct journal_run *runs =
 		    realloc(sb->runs, (sb->nruns + 1) * sizeof(sb->runs[0]));
@@ -167,6 +183,7 @@ static struct journal_run *run_insert(struct journal_state *st,
 	sb->nruns++;
 	memset(&sb->runs[pos], 0, sizeof(sb->runs[0]));
 	sb->runs[pos].seq = seq;
+	sb->runs[pos].internal = internal;
 	return &sb->runs[pos];
 }
 
@@ -181,7 +198,7 @@ static struct journal_run *run_for_outcome(struct journal_state *st,
 		return run;
 	sb->commands_run++;
 	sb->last_seq = seq;
-	return run_insert(st, sb, seq);
+	return run_insert(st, sb, seq, false);
 }
 
 static struct journal_upload *upload_find(struct journal_sandbox *sb, uint64_t id)
@@ -232,7 +249,7 @@ static void apply_exec(struct journal_state *st, struct journal_sandbox *sb,
 			run->seq = r->seq;
 		} else {
 			sb->commands_run++;
-			run = run_insert(st, sb, r->seq);
+			run = run_insert(st, sb, r->seq, r->internal);
 		}
 		if (r->seq > sb->last_seq)
 			sb->last_seq = r->seq;
@@ -240,6 +257,7 @@ static void apply_exec(struct journal_state *st, struct journal_sandbox *sb,
 			return;
 		set_str(&run->command, r->command);
 		run->timeout_s = r->timeout_s;
+		run->internal = r->internal;
 		run->status = JOURNAL_RUN_PENDING;
 		run->started_ms = r->time_ms;
 		return;
@@ -483,9 +501,10 @@ int journal_state_copy(struct journal_state *dst, const struct journal_state *sr
 static bool run_eq(const struct journal_run *a, const struct journal_run *b)
 {
 	return a->seq == b->seq && journal_str_equal(a->command, b->command) &&
-	       a->timeout_s == b->timeout_s && a->status == b->status &&
-	       a->exit_code == b->exit_code && a->duration_ms == b->duration_ms &&
-	       a->truncated == b->truncated && journal_output_equal(&a->out, &b->out) &&
+	       a->timeout_s == b->timeout_s && a->internal == b->internal &&
+	       a->status == b->status && a->exit_code == b->exit_code &&
+	       a->duration_ms == b->duration_ms && a->truncated == b->truncated &&
+	       journal_output_equal(&a->out, &b->out) &&
 	       journal_output_equal(&a->err, &b->err) && a->started_ms == b->started_ms &&
 	       a->ended_ms == b->ended_ms && journal_str_equal(a->error, b->error);
 }
@@ -569,6 +588,7 @@ static void emit_run(struct recs *rs, const char *id, const struct journal_run *
 	r->seq = run->seq;
 	r->command = dup_or_null(run->command, &rs->err);
 	r->timeout_s = run->timeout_s;
+	r->internal = run->internal;
 	static const enum journal_kind outcome[] = {
 	    [JOURNAL_RUN_DONE] = JOURNAL_EXEC_RESULT,
 	    [JOURNAL_RUN_UNKNOWN] = JOURNAL_EXEC_UNKNOWN,

@@ -356,14 +356,14 @@ static void test_modes(struct workspace *ws, struct workspace *ws_noexec, int *e
 	CHECK_EQ(st.st_mode & 07777, 0755);
 	CHECK_EQ(*execs, e0); /* queued, not run yet */
 	CHECK_EQ(workspace_mkdir(ws, "private", 0700), 0);
-	CHECK_EQ(workspace_before_command(ws), 0);
+	CHECK_EQ(workspace_before_command(ws, NULL, 0), 0);
 	CHECK_EQ(*execs, e0 + 1); /* one batched command */
 	char p[512];
 	snprintf(p, sizeof(p), "%s/run.sh", S.ws);
 	CHECK(stat(p, &st) == 0 && (st.st_mode & 07777) == 0755);
 	snprintf(p, sizeof(p), "%s/private", S.ws);
 	CHECK(stat(p, &st) == 0 && (st.st_mode & 07777) == 0700);
-	CHECK_EQ(workspace_before_command(ws), 0);
+	CHECK_EQ(workspace_before_command(ws, NULL, 0), 0);
 	CHECK_EQ(*execs, e0 + 1); /* nothing queued: no command */
 
 	/* Owners and times. */

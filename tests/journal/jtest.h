@@ -129,6 +129,7 @@ static inline void jt_sample(struct journal_record *r, enum journal_kind kind, i
 		r->seq = (uint64_t)i + 1;
 		r->command = strdup("make test && echo \"done\"\n");
 		r->timeout_s = 60;
+		r->internal = i % 2;
 		break;
 	case JOURNAL_EXEC_RESULT:
 		r->seq = (uint64_t)i;

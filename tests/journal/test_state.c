@@ -137,6 +137,62 @@ static void test_runs(void)
 	journal_state_clear(&st);
 }
 
+static void exec_intent(const char *sb, uint64_t seq, bool internal)
+{
+	struct journal_record r = {
+	    .kind = JOURNAL_EXEC_INTENT, .sandbox = (char *)sb, .seq = seq};
+	r.command = (char *)(internal ? "mv -- 'a' 'b'" : "make");
+	r.internal = internal;
+	journal_state_apply(&st, &r);
+}
+
+/* Runs the mount made for itself keep their flag through compaction and
+ * the codec, and the history drops them before any run of the user. */
+static void test_internal_runs(void)
+{
+	journal_state_init(&st, 3);
+	apply(JOURNAL_ATTACH, "s", 0, "http://s/");
+	struct journal_sandbox *sb = journal_state_find(&st, "s");
+	exec_intent("s", 1, false);
+	exec_intent("s", 2, true);
+	exec_intent("s", 3, false);
+	CHECK(sb->nruns == 3 && !sb->runs[0].internal && sb->runs[1].internal);
+	exec_intent("s", 4, false);
+	CHECK_EQ(sb->nruns, 3);
+	CHECK(sb->runs[0].seq == 1 && sb->runs[1].seq == 3 && sb->runs[2].seq == 4);
+	exec_intent("s", 5, true);
+	CHECK(sb->runs[0].seq == 3 && sb->runs[2].seq == 5 && sb->runs[2].internal);
+	exec_intent("s", 6, true); /* the older internal one makes room */
+	CHECK(sb->runs[0].seq == 3 && sb->runs[1].seq == 4 && sb->runs[2].seq == 6);
+	apply(JOURNAL_EXEC_UNKNOWN, "s", 6, "lost");
+	CHECK(sb->runs[2].internal && sb->runs[2].status == JOURNAL_RUN_UNKNOWN);
+	CHECK_EQ(sb->commands_run, 6);
+
+	struct journal_record *v;
+	size_t n;
+	CHECK_EQ(journal_state_records(&st, &v, &n), 0);
+	struct journal_state re;
+	journal_state_init(&re, 3);
+	for (size_t i = 0; i < n; i++) {
+		uint8_t *buf;
+		size_t len, used;
+		struct journal_record d;
+		CHECK_EQ(journal_encode(&v[i], &buf, &len), 0);
+		CHECK_EQ(journal_decode(buf, len, &d, &used), JOURNAL_DECODE_OK);
+		CHECK_EQ(d.internal, v[i].internal);
+		journal_state_apply(&re, &d);
+		journal_record_clear(&d);
+		journal_record_clear(&v[i]);
+		free(buf);
+	}
+	free(v);
+	CHECK(journal_state_equal(&st, &re));
+	struct journal_sandbox *rs = journal_state_find(&re, "s");
+	CHECK(rs && rs->nruns == 3 && rs->runs[2].internal && !rs->runs[0].internal);
+	journal_state_clear(&re);
+	journal_state_clear(&st);
+}
+
 static void test_garbage_order(void)
 {
 	journal_state_init(&st, 4);
@@ -244,6 +300,7 @@ int main(void)
 {
 	test_create_delete();
 	test_runs();
+	test_internal_runs();
 	test_garbage_order();
 	test_uploads();
 	test_state_records();
