@@ -66,6 +66,7 @@ def test_unreachable_orchestrator(tmp_path):
 def test_bad_token(tmp_path, orch):
     bad = tmp_path / "bad-token"
     bad.write_text("not-the-token\n")
+    bad.chmod(0o600)  # private, so that the orchestrator is what refuses it
     m = mount.Mount(tmp_path, opts=[f"orchestrator={orch.url}", f"token_file={bad}"])
     m.secrets.append(orch.token)
     fails_with_one_line(m, "refused the token", "token_file=")
