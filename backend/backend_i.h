@@ -67,7 +67,7 @@ struct backend_req {
 	size_t body_len;
 	int put_fd; /* PUT: send put_size bytes of put_fd, -1 otherwise */
 	uint64_t put_size;
-	int get_fd;	   /* 2xx answer body goes to get_fd; -1: into memory */
+	int get_fd; /* 2xx answer body goes to get_fd; -1: into memory */
 	backend_progress_fn get_progress; /* after each write to get_fd */
 	void *get_progress_ctx;
 	size_t max_answer; /* bound for an answer kept in memory */
@@ -104,6 +104,18 @@ void backend_set_error(struct backend_error *err, enum backend_status status,
 enum backend_status backend_refuse(struct backend *b, enum backend_op op,
 				   enum backend_status st, struct backend_error *err,
 				   const char *msg);
+
+/* The largest message backend_scrub handles (struct backend_error's). */
+#define BACKEND_SCRUB_MAX 256
+
+/* Rebuilds msg, a string in a buffer of size bytes (at most
+ * BACKEND_SCRUB_MAX), with every occurrence of secret replaced by
+ * "[redacted]", cut to fit the buffer. A secret under 4 bytes is left
+ * alone. cut says msg's end is a cut (it went on): then a start of secret
+ * (4 bytes or more) at the end is redacted as well. Returns whether msg's
+ * end is now a cut: cut, or this rebuild cut it. Never writes past size
+ * bytes and never reads past msg's first NUL or its size. */
+bool backend_scrub(char *msg, size_t size, const char *secret, bool cut);
 
 /* Zeroes r and sets what every request has; no descriptors. */
 void backend_req_init(struct backend_req *r, enum backend_op op, const char *method,

@@ -280,24 +280,68 @@ static enum backend_status status_of_http(long code)
 	}
 }
 
-/* Replaces any occurrence of secret in msg by "[redacted]". */
-static void scrub(char *msg, size_t size, const char *secret)
+bool backend_scrub(char *msg, size_t size, const char *secret, bool cut)
 {
 	static const char red[] = "[redacted]";
-	size_t sl;
-	char *p;
+	char out[BACKEND_SCRUB_MAX];
+	size_t sl, in_len, o = 0, room;
 
-	if (!secret || (sl = strlen(secret)) < 4)
-		return;
-	while ((p = strstr(msg, secret))) {
-		size_t tail = strlen(p + sl);
-
-		if ((size_t)(p - msg) + sizeof(red) + tail > size)
-			tail = size - (size_t)(p - msg) - sizeof(red);
-		memmove(p + sizeof(red) - 1, p + sl, tail);
-		memcpy(p, red, sizeof(red) - 1);
-		p[sizeof(red) - 1 + tail] = '\0';
+	if (!msg || size == 0)
+		return cut;
+	if (size > sizeof(out))
+		size = sizeof(out);
+	in_len = strnlen(msg, size - 1);
+	if (msg[in_len] != '\0') {
+		msg[in_len] = '\0'; /* longer than its buffer: cut */
+		cut = true;
 	}
+	if (!secret || (sl = strlen(secret)) < 4)
+		return cut;
+	room = size - 1;
+	/* One pass over the original, appending to out: what was put in out
+	 * is never searched again, so a secret that is part of "[redacted]"
+	 * cannot make it loop, and out never takes more than room bytes. */
+	for (size_t i = 0; i < in_len && o < room;) {
+		size_t left = in_len - i;
+		const char *piece = msg + i;
+		size_t n = 1;
+
+		if (left >= sl && memcmp(piece, secret, sl) == 0) {
+			piece = red;
+			n = sizeof(red) - 1;
+			i += sl;
+		} else {
+			i++;
+		}
+		if (n > room - o) {
+			n = room - o;
+			cut = true;
+		}
+		memcpy(out + o, piece, n);
+		o += n;
+		if (o == room && i < in_len)
+			cut = true;
+	}
+	if (cut) {
+		/* The end went on: if it is the start of the secret, it may be
+		 * the secret. */
+		for (size_t k = sl - 1 < o ? sl - 1 : o; k >= 4; k--) {
+			if (memcmp(out + o - k, secret, k) == 0) {
+				size_t n = sizeof(red) - 1;
+
+				o -= k;
+				if (n > room - o)
+					n = room - o;
+				memcpy(out + o, red, n);
+				o += n;
+				break;
+			}
+		}
+	}
+	memcpy(msg, out, o);
+	msg[o] = '\0';
+	explicit_bzero(out, o);
+	return cut;
 }
 
 /* The authority (host[:port]) of url, into out: also a secret. */
@@ -666,15 +710,18 @@ enum backend_status backend_http(struct backend *b, struct backend_req *r,
 	{
 		char msg[sizeof(err->message)];
 		char auth[256];
+		bool cut = false;
 
-		if (!backend_json_error_message(x.buf, x.len, msg, sizeof(msg)))
+		if (backend_json_error_message(x.buf, x.len, msg, sizeof(msg)))
+			cut = strlen(msg) + 1 == sizeof(msg); /* it may go on */
+		else
 			snprintf(msg, sizeof(msg), "HTTP %ld", x.status);
 		/* A server could echo a secret; never pass one on. */
-		scrub(msg, sizeof(msg), r->token);
-		scrub(msg, sizeof(msg), r->base_url);
+		cut = backend_scrub(msg, sizeof(msg), r->token, cut);
+		cut = backend_scrub(msg, sizeof(msg), r->base_url, cut);
 		authority(r->base_url, auth, sizeof(auth));
-		scrub(msg, sizeof(msg), auth);
-		scrub(msg, sizeof(msg), x.unix_socket);
+		cut = backend_scrub(msg, sizeof(msg), auth, cut);
+		backend_scrub(msg, sizeof(msg), x.unix_socket, cut);
 		backend_set_error(err, st, (int)x.status, "%s", msg);
 	}
 out:

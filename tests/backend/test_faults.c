@@ -307,6 +307,105 @@ static void malformed(void)
 	admin_faults(srv.url, "{}");
 }
 
+/* Answers 401 {"error": msg} to every request on c. */
+static void canned_error(struct canned *c, const char *msg)
+{
+	char resp[1024];
+
+	snprintf(resp, sizeof(resp),
+		 "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\n"
+		 "Content-Length: %zu\r\nConnection: close\r\n\r\n{\"error\":\"%s\"}",
+		 strlen(msg) + 12, msg);
+	canned_set(c, resp);
+}
+
+/* A server that echoes a secret in its error message: the message passed
+ * on holds no part of it, whatever its length and place (a short token
+ * ending at the end of the 256-byte message once overflowed the stack). */
+static void echoed_secrets(void)
+{
+	struct canned c;
+	struct backend_error e;
+	struct backend_sandbox sb;
+	struct backend_orchestrator o;
+	char msg[400];
+
+	canned_start(&c);
+	o.base_url = c.url;
+
+	/* A 5-byte token, shorter than "[redacted]", ending the message at
+	 * its 255th byte. */
+	o.token = "tk5ab";
+	memset(msg, 'x', 250);
+	strcpy(msg + 250, "tk5ab");
+	canned_error(&c, msg);
+	CHECK_ST(backend_orch_get(b, &o, "x", &sb, &e), BACKEND_DENIED);
+	CHECK(strlen(e.message) < sizeof(e.message));
+	CHECK(strstr(e.message, "tk5ab") == NULL);
+	CHECK(strstr(e.message, "[reda") != NULL);
+
+	/* A token that is part of "[redacted]" itself. */
+	o.token = "dact";
+	canned_error(&c, "bad token dact, try again");
+	CHECK_ST(backend_orch_get(b, &o, "x", &sb, &e), BACKEND_DENIED);
+	CHECK(strcmp(e.message, "bad token [redacted], try again") == 0);
+
+	/* A long token cut by the end of the message: its start is redacted
+	 * too. */
+	o.token = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	memset(msg, 'y', 240);
+	snprintf(msg + 240, sizeof(msg) - 240, "%s and more", o.token);
+	canned_error(&c, msg);
+	CHECK_ST(backend_orch_get(b, &o, "x", &sb, &e), BACKEND_DENIED);
+	CHECK(strstr(e.message, "0123456789abcde") == NULL);
+	CHECK(strstr(e.message, "[reda") != NULL);
+
+	/* The URL and host:port echoed, many times over. */
+	o.token = NULL;
+	msg[0] = '\0';
+	strcat(strcat(msg, c.url), "/v1");
+	for (int i = 0; i < 4; i++)
+		strcat(strcat(msg, " "), c.url + 7);
+	canned_error(&c, msg);
+	CHECK_ST(backend_orch_get(b, &o, "x", &sb, &e), BACKEND_DENIED);
+	check_no_secret(&e, c.url, c.port, NULL);
+	canned_stop(&c);
+}
+
+/* backend_scrub on its own: bounds, a secret at every place, the cut
+ * end, and a buffer smaller than the message. */
+static void scrub_unit(void)
+{
+	char m[BACKEND_SCRUB_MAX];
+
+	for (size_t at = 0; at + 5 < sizeof(m); at++) {
+		memset(m, 'z', at);
+		strcpy(m + at, "s3cr!");
+		memset(m + at + 5, 'q', sizeof(m) - 1 - at - 5);
+		m[sizeof(m) - 1] = '\0';
+		backend_scrub(m, sizeof(m), "s3cr!", false);
+		CHECK(strlen(m) == sizeof(m) - 1);
+		CHECK(strstr(m, "s3cr!") == NULL);
+		CHECK(strncmp(m + at, "[redacted]",
+			      strlen(m + at) < 10 ? strlen(m + at) : 10) == 0);
+	}
+	strcpy(m, "no secret here");
+	CHECK(!backend_scrub(m, sizeof(m), "absent", false));
+	CHECK(strcmp(m, "no secret here") == 0);
+	strcpy(m, "short abc stays");
+	backend_scrub(m, sizeof(m), "abc", false); /* under 4 bytes: kept */
+	CHECK(strcmp(m, "short abc stays") == 0);
+	strcpy(m, "ends with the start of toke");
+	CHECK(backend_scrub(m, sizeof(m), "token-value", true));
+	CHECK(strcmp(m, "ends with the start of [redacted]") == 0);
+	strcpy(m, "ends with the start of toke");
+	CHECK(!backend_scrub(m, sizeof(m), "token-value", false));
+	CHECK(strcmp(m, "ends with the start of toke") == 0);
+	strcpy(m, "abcd abcd");
+	CHECK(backend_scrub(m, 12, "abcd", false)); /* grows past 12: cut */
+	CHECK(strcmp(m, "[redacted] ") == 0);
+}
+
 int main(int argc, char **argv)
 {
 	struct backend_stats s;
@@ -319,6 +418,8 @@ int main(int argc, char **argv)
 	control_plain_curl();
 	bounds();
 	malformed();
+	echoed_secrets();
+	scrub_unit();
 	backend_get_stats(b, &s);
 	CHECK(s.errors > 0);
 	backend_free(b);

@@ -1,9 +1,10 @@
 /*
- * fuzz_backend_json_replay.c — runs the backend JSON fuzz harness without
- * libFuzzer, in the unit suite with any compiler: every input of the given
- * corpus directories, then N repeatable mutations of each (byte flips,
- * cuts, insertions of JSON tokens, truncations). A decoder that crashes
- * or breaks an invariant aborts the test.
+ * fuzz_backend_json_replay.c — runs a backend fuzz harness (the JSON
+ * decoders, or backend_scrub) without libFuzzer, in the unit suite with
+ * any compiler: every input of the given corpus directories, then N
+ * repeatable mutations of each (byte flips, cuts, insertions of JSON
+ * tokens, truncations). A harness that crashes or breaks an invariant
+ * aborts the test.
  *
  *   fuzz_backend_json_replay [--mutations N] DIR...
  */
@@ -26,9 +27,10 @@ static uint64_t next(void)
 }
 
 static const char *tokens[] = {
-    "{",       "}",	  "[",		 "]",	    ",",      ":",	   "\"",
-    "null",    "true",	  "-1",		 "1e999",   "0.5",    "\"name\"",  "\"..\"",
-    "\"a/b\"", "\\u0000", "\"entries\"", "\"url\"", "\"id\"", "\"status\""};
+    "{",	"}",	      "[",	 "]",	    ",",	   ":",
+    "\"",	"null",	      "true",	 "-1",	    "1e999",	   "0.5",
+    "\"name\"", "\"..\"",     "\"a/b\"", "\\u0000", "\"entries\"", "\"url\"",
+    "\"id\"",	"\"status\"", "\\ud800", "\\udcff", "\"stdout\""};
 
 /* One mutation of in (n bytes) into out (room for n + 64 bytes). */
 static size_t mutate(const uint8_t *in, size_t n, uint8_t *out)
@@ -72,6 +74,7 @@ int main(int argc, char **argv)
 {
 	long mutations = 0;
 	unsigned long inputs = 0, runs = 0;
+	const char *name;
 
 	for (int i = 1; i < argc; i++) {
 		DIR *d;
@@ -122,7 +125,8 @@ int main(int argc, char **argv)
 		}
 		closedir(d);
 	}
-	printf("fuzz_backend_json_replay: %lu inputs, %lu runs, no failure\n", inputs,
-	       runs);
+	name = strrchr(argv[0], '/');
+	printf("%s: %lu inputs, %lu runs, no failure\n", name ? name + 1 : argv[0],
+	       inputs, runs);
 	return inputs > 0 ? 0 : 1;
 }
