@@ -158,9 +158,11 @@ char *backend_url_socket_path(const char *url);
 
 struct backend_exec_result {
 	int exit_code;
-	char *out; /* stdout, NUL-terminated, out_len bytes */
+	/* stdout: out_len bytes, every byte the answer held (NULs too),
+	 * followed by a NUL that is not part of it */
+	char *out;
 	size_t out_len;
-	char *err; /* stderr */
+	char *err; /* stderr, the same way */
 	size_t err_len;
 	long duration_ms;
 	bool truncated;

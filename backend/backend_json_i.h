@@ -15,7 +15,8 @@
 
 /* {"exitCode": int, "stdout": str, "stderr": str, "durationMillis": int,
  * "truncated": bool}. The first three are required; the others default
- * to 0 and false but must have the right type when present. */
+ * to 0 and false but must have the right type when present. The streams
+ * keep every byte, "\u0000" included (out_len, err_len). */
 enum backend_status backend_json_exec(const char *buf, size_t len,
 				      struct backend_exec_result *out);
 

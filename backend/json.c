@@ -24,6 +24,47 @@
  * and no network call is ever made under this lock. */
 static pthread_mutex_t parse_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The value of 4 hex digits at p (end bounds it), or -1. */
+static long hex4(const char *p, const char *end)
+{
+	long v = 0;
+
+	if (end - p < 4)
+		return -1;
+	for (int i = 0; i < 4; i++) {
+		char c = p[i];
+
+		v <<= 4;
+		if (c >= '0' && c <= '9')
+			v |= c - '0';
+		else if (c >= 'a' && c <= 'f')
+			v |= c - 'a' + 10;
+		else if (c >= 'A' && c <= 'F')
+			v |= c - 'A' + 10;
+		else
+			return -1;
+	}
+	return v;
+}
+
+static bool is_high_surrogate(long v)
+{
+	return v >= 0xd800 && v <= 0xdbff;
+}
+
+static bool is_low_surrogate(long v)
+{
+	return v >= 0xdc00 && v <= 0xdfff;
+}
+
+/* At p, just past a "\uXXXX" holding a high surrogate: true when a
+ * "\uXXXX" low surrogate follows, making a pair. */
+static bool low_follows(const char *p, const char *end)
+{
+	return end - p >= 6 && p[0] == '\\' && p[1] == 'u' &&
+	       is_low_surrogate(hex4(p + 2, end));
+}
+
 static cJSON *parse(const char *buf, size_t len)
 {
 	cJSON *root;
@@ -34,6 +75,243 @@ static cJSON *parse(const char *buf, size_t len)
 	root = cJSON_ParseWithLength(buf, len);
 	pthread_mutex_unlock(&parse_lock);
 	return root;
+}
+
+/* --- reading strings from the text itself --------------------------------
+ * cJSON hands strings out as C strings, which end at the first NUL: an
+ * output stream holding "\u0000" would lose everything after it. The
+ * execute answer's streams are read from the text instead, once cJSON has
+ * checked the document; these helpers follow cJSON where it is lenient
+ * (raw bytes inside a string are kept as they are; a leading UTF-8 byte
+ * order mark and any byte up to ' ' count as white space; the first of
+ * duplicate members wins). */
+
+static const char *skip_ws(const char *p, const char *end)
+{
+	while (p < end && (unsigned char)*p <= ' ')
+		p++;
+	return p;
+}
+
+/* p at a '"': the byte past the closing quote, or NULL. */
+static const char *skip_string(const char *p, const char *end)
+{
+	for (p++; p < end; p++) {
+		if (*p == '"')
+			return p + 1;
+		if (*p == '\\')
+			p++;
+	}
+	return NULL;
+}
+
+/* p at a value: the byte past it, or NULL. Nesting is counted, not
+ * recursed into. */
+static const char *skip_value(const char *p, const char *end)
+{
+	size_t depth = 0;
+
+	do {
+		if (p >= end)
+			return NULL;
+		if (*p == '"') {
+			p = skip_string(p, end);
+			if (!p)
+				return NULL;
+		} else if (*p == '{' || *p == '[') {
+			depth++;
+			p++;
+		} else if (*p == '}' || *p == ']') {
+			if (depth == 0)
+				return NULL;
+			depth--;
+			p++;
+		} else if (depth == 0) {
+			/* A number or a literal: up to what ends it. */
+			while (p < end && (unsigned char)*p > ' ' && *p != ',' &&
+			       *p != '}' && *p != ']')
+				p++;
+			return p;
+		} else {
+			p++;
+		}
+	} while (depth > 0);
+	return p;
+}
+
+/* Appends the UTF-8 form of code point v (up to 4 bytes) to out at *n. A lone surrogate
+ * from U+DC80 to U+DCFF is the byte 0x80-0xFF it stands for (Python's surrogateescape,
+ * how a Python server sends bytes that are not UTF-8); another keeps its 3-byte form. */
+static void put_code(char *out, size_t *n, unsigned long v)
+{
+	unsigned char b[4];
+	size_t k;
+
+	if (v >= 0xdc80 && v <= 0xdcff) {
+		b[0] = (unsigned char)(v - 0xdc00);
+		k = 1;
+	} else if (v < 0x80) {
+		b[0] = (unsigned char)v;
+		k = 1;
+	} else if (v < 0x800) {
+		b[0] = (unsigned char)(0xc0 | (v >> 6));
+		b[1] = (unsigned char)(0x80 | (v & 0x3f));
+		k = 2;
+	} else if (v < 0x10000) {
+		b[0] = (unsigned char)(0xe0 | (v >> 12));
+		b[1] = (unsigned char)(0x80 | ((v >> 6) & 0x3f));
+		b[2] = (unsigned char)(0x80 | (v & 0x3f));
+		k = 3;
+	} else {
+		b[0] = (unsigned char)(0xf0 | (v >> 18));
+		b[1] = (unsigned char)(0x80 | ((v >> 12) & 0x3f));
+		b[2] = (unsigned char)(0x80 | ((v >> 6) & 0x3f));
+		b[3] = (unsigned char)(0x80 | (v & 0x3f));
+		k = 4;
+	}
+	memcpy(out + *n, b, k);
+	*n += k;
+}
+
+/* Decodes the string at p (at its '"') into out, of which only the first
+ * cap bytes are written (out NULL: only counts); returns its whole length
+ * in bytes, or (size_t)-1 when it does not parse. The decoded length is
+ * never more than the raw one. */
+static size_t decode_string(const char *p, const char *end, char *out, size_t cap)
+{
+	char code[4];
+
+	size_t n = 0;
+
+	for (p++; p < end; p++) {
+		long v;
+
+		if (*p == '"')
+			return n;
+		if (*p != '\\') {
+			if (out && n < cap)
+				out[n] = *p;
+			n++;
+			continue;
+		}
+		if (++p >= end)
+			return (size_t)-1;
+		switch (*p) {
+		case 'b':
+			v = '\b';
+			break;
+		case 'f':
+			v = '\f';
+			break;
+		case 'n':
+			v = '\n';
+			break;
+		case 'r':
+			v = '\r';
+			break;
+		case 't':
+			v = '\t';
+			break;
+		case '"':
+		case '\\':
+		case '/':
+			v = *p;
+			break;
+		case 'u':
+			v = hex4(p + 1, end);
+			if (v < 0)
+				return (size_t)-1;
+			p += 4;
+			if (is_high_surrogate(v) && low_follows(p + 1, end)) {
+				long lo = hex4(p + 3, end);
+
+				v = 0x10000 + ((v - 0xd800) << 10) + (lo - 0xdc00);
+				p += 6;
+			}
+			{
+				size_t k = 0;
+
+				put_code(code, &k, (unsigned long)v);
+				for (size_t i = 0; i < k; i++, n++)
+					if (out && n < cap)
+						out[n] = code[i];
+			}
+			continue;
+		default:
+			return (size_t)-1;
+		}
+		if (out && n < cap)
+			out[n] = (char)v;
+		n++;
+	}
+	return (size_t)-1;
+}
+
+/* The value of the first member named key of the object buf holds: a
+ * pointer to its first byte, or NULL. Names compare as cJSON compares
+ * them, as C strings (up to a NUL), so that this is the member cJSON
+ * checked. */
+static const char *member_raw(const char *buf, size_t len, const char *key)
+{
+	const char *end = buf + len, *p = buf;
+	size_t kl = strlen(key);
+
+	if (len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0)
+		p += 3;
+	p = skip_ws(p, end);
+	if (p >= end || *p != '{')
+		return NULL;
+	p = skip_ws(p + 1, end);
+	while (p < end && *p == '"') {
+		char name[32];
+		size_t n = decode_string(p, end, name, sizeof(name));
+		bool match;
+
+		if (n == (size_t)-1)
+			return NULL;
+		if (n > kl)
+			n = strnlen(name, kl + 1); /* kl < sizeof(name) */
+		match = n == kl && memcmp(name, key, kl) == 0;
+		p = skip_string(p, end);
+		if (!p)
+			return NULL;
+		p = skip_ws(p, end);
+		if (p >= end || *p != ':')
+			return NULL;
+		p = skip_ws(p + 1, end);
+		if (match)
+			return p < end ? p : NULL;
+		p = skip_value(p, end);
+		if (!p)
+			return NULL;
+		p = skip_ws(p, end);
+		if (p >= end || *p != ',')
+			return NULL;
+		p = skip_ws(p + 1, end);
+	}
+	return NULL;
+}
+
+/* The string member key of the object buf holds, every byte of it, into a
+ * malloc'd buffer (NUL-terminated past *out_len). BACKEND_BAD_ANSWER when
+ * it is not there or not a string, BACKEND_LOCAL without memory. */
+static enum backend_status member_bytes(const char *buf, size_t len, const char *key,
+					char **out, size_t *out_len)
+{
+	const char *end = buf + len, *v = member_raw(buf, len, key);
+	size_t n;
+
+	*out = NULL;
+	*out_len = 0;
+	if (!v || *v != '"' || (n = decode_string(v, end, NULL, 0)) == (size_t)-1)
+		return BACKEND_BAD_ANSWER;
+	*out = malloc(n + 1);
+	if (!*out)
+		return BACKEND_LOCAL;
+	decode_string(v, end, *out, n);
+	(*out)[n] = '\0';
+	*out_len = n;
+	return BACKEND_OK;
 }
 
 /* Reads an integral number in [lo, hi]; false otherwise. */
@@ -72,6 +350,7 @@ enum backend_status backend_json_exec(const char *buf, size_t len,
 {
 	cJSON *root = parse(buf, len);
 	const cJSON *code, *so, *se, *dur, *tr;
+	enum backend_status st;
 	double d;
 
 	memset(out, 0, sizeof(*out));
@@ -97,19 +376,15 @@ enum backend_status backend_json_exec(const char *buf, size_t len,
 			goto bad;
 		out->truncated = cJSON_IsTrue(tr);
 	}
-	/* An output stream with a NUL (\u0000) is cut there: cJSON strings
-	 * are C strings. */
-	out->out_len = strlen(so->valuestring);
-	out->err_len = strlen(se->valuestring);
-	out->out = strdup(so->valuestring);
-	out->err = strdup(se->valuestring);
-	if (!out->out || !out->err) {
-		backend_exec_result_clear(out);
-		cJSON_Delete(root);
-		return BACKEND_LOCAL;
-	}
 	cJSON_Delete(root);
-	return BACKEND_OK;
+	/* Every byte of the streams, NULs (\u0000) included: read from the
+	 * text cJSON has just checked, not from its C strings. */
+	st = member_bytes(buf, len, "stdout", &out->out, &out->out_len);
+	if (st == BACKEND_OK)
+		st = member_bytes(buf, len, "stderr", &out->err, &out->err_len);
+	if (st != BACKEND_OK)
+		backend_exec_result_clear(out);
+	return st;
 bad:
 	cJSON_Delete(root);
 	return BACKEND_BAD_ANSWER;

@@ -56,6 +56,49 @@ static void exec_answers(void)
 			 BACKEND_BAD_ANSWER);
 		CHECK(r.out == NULL && r.err == NULL);
 	}
+	/* Every byte of an output stream: NULs, escapes, raw bytes. */
+	{
+		static const struct {
+			const char *json, *want;
+			size_t want_len;
+		} streams[] = {
+		    {"{\"exitCode\":0,\"stdout\":\"a\\u0000b\",\"stderr\":\"\\u0000\"}",
+		     "a\0b", 3},
+		    {"{\"exitCode\":0,\"stdout\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\","
+		     "\"stderr\":\"\"}",
+		     "\"\\/\b\f\n\r\t\xc3\xa9", 10},
+		    /* Raw bytes inside the string, as cJSON takes them. */
+		    {"{\"exitCode\":0,\"stdout\":\"\x01\xff\",\"stderr\":\"\"}",
+		     "\x01\xff", 2},
+		    /* The member itself: escaped name, first of duplicates, not
+		     * one inside another value, after a byte order mark. */
+		    {"{\"exitCode\":0,\"\\u0073tdout\":\"first\",\"stdout\":\"second\","
+		     "\"stderr\":\"\"}",
+		     "first", 5},
+		    {"{\"x\":{\"stdout\":\"inner\"},\"y\":[\"stdout\",{\"a\":\"}\"}],"
+		     "\"z\":-1.5e3,"
+		     "\"exitCode\":0,\"stdout\":\"outer\",\"stderr\":\"\"}",
+		     "outer", 5},
+		    /* Names compare as C strings, as cJSON compares them. */
+		    {"{\"exitCode\":0,\"stdout\\u0000x\":\"A\",\"stdout\":\"B\","
+		     "\"stderr\":\"\"}",
+		     "A", 1},
+		    {"\xef\xbb\xbf {\"exitCode\":0,\"stdout\":\"bom\",\"stderr\":\"\"}",
+		     "bom", 3},
+		};
+		for (size_t i = 0; i < sizeof(streams) / sizeof(streams[0]); i++) {
+			CHECK_ST(backend_json_exec(streams[i].json,
+						   strlen(streams[i].json), &r),
+				 BACKEND_OK);
+			CHECK_EQ(r.out_len, streams[i].want_len);
+			CHECK(r.out && r.out_len == streams[i].want_len &&
+			      memcmp(r.out, streams[i].want, r.out_len) == 0 &&
+			      r.out[r.out_len] == '\0');
+			if (i == 0)
+				CHECK(r.err_len == 1 && r.err[0] == '\0');
+			backend_exec_result_clear(&r);
+		}
+	}
 	/* Not NUL-terminated: only len bytes are read. */
 	{
 		char buf[] = "{\"exitCode\":0,\"stdout\":\"\",\"stderr\":\"\"}GARBAGE";

@@ -5,6 +5,7 @@
  * every decoder must return without crashing or leaking, and what it
  * accepts must hold its invariants.
  */
+#include <cjson/cJSON.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,24 @@ static void check(int cond)
 {
 	if (!cond)
 		abort();
+}
+
+/* The stream the decoder read from the text is the string cJSON reads,
+ * wherever cJSON can read it whole: up to its first NUL, and all of it
+ * when it has none. */
+static void same_as_cjson(const char *buf, size_t len, const char *key, const char *got,
+			  size_t got_len)
+{
+	cJSON *root = cJSON_ParseWithLength(buf, len);
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+
+	if (cJSON_IsString(v)) {
+		size_t n = strlen(v->valuestring);
+
+		check(n <= got_len && memcmp(got, v->valuestring, n) == 0);
+		check(n == got_len || got[n] == '\0');
+	}
+	cJSON_Delete(root);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -33,8 +52,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct backend_exec_result r;
 
 		if (backend_json_exec(buf, len, &r) == BACKEND_OK) {
-			check(r.out && r.err && strlen(r.out) == r.out_len &&
-			      strlen(r.err) == r.err_len && r.duration_ms >= 0);
+			check(r.out && r.err && r.out[r.out_len] == '\0' &&
+			      r.err[r.err_len] == '\0' && r.out_len < len &&
+			      r.err_len < len && r.duration_ms >= 0);
+			same_as_cjson(buf, len, "stdout", r.out, r.out_len);
+			same_as_cjson(buf, len, "stderr", r.err, r.err_len);
 			backend_exec_result_clear(&r);
 		}
 		break;

@@ -260,3 +260,35 @@ def test_seat_taken_by_another_client_is_ebusy(sandbox, orch):
     finally:
         t.join(30)
     assert sbx.log(url) == ["sleep 2"]
+
+
+def test_output_is_byte_exact(tmp_path, orch):
+    """NUL bytes (\\u0000 in the execute answer) are kept: stdout, stderr,
+    runs/SEQ and info count every byte, inline and stored in a file, and
+    so does the journal (a remount shows the same bytes)."""
+    big = 70000  # past the inline bound: stored under STATE/outputs
+    m = mount.Mount(tmp_path, server=orch)
+    with m:
+        d = m.path("sbx1")
+        os.mkdir(d)
+        sh(f"printf '%s\\n' \"printf 'a\\\\000b'; printf '\\\\000e\\\\000' >&2\" > {d}/ctl",
+           check=True)
+        assert executed(orch, "sbx1") == ["printf 'a\\000b'; printf '\\000e\\000' >&2"]
+        sh(f"echo 'head -c {big} /dev/zero; printf z' > {d}/ctl", check=True)
+        want = {"runs/1/stdout": b"a\0b", "runs/1/stderr": b"\0e\0",
+                "stdout": b"\0" * big + b"z", "runs/2/stdout": b"\0" * big + b"z"}
+
+        def check(d):
+            for name, data in want.items():
+                with open(d / name, "rb") as f:
+                    assert f.read() == data, name
+                assert os.stat(d / name).st_size == len(data), name
+            info = json.loads(mount.read(d / "runs/1/info"))
+            assert info["stdout_bytes"] == 3 and info["truncated"] is False, info
+            assert mount.read(d / "runs/1/status") == "exited\n"
+
+        check(d)
+    m2 = mount.Mount(tmp_path, server=orch)
+    with m2:
+        check(m2.path("sbx1"))
+    m2.check_log()
