@@ -65,15 +65,63 @@ static bool low_follows(const char *p, const char *end)
 	       is_low_surrogate(hex4(p + 2, end));
 }
 
+/* A lone surrogate escape ("\ud800" without its pair: what Python and
+ * Node servers send for a file name or an output that is not UTF-8) is
+ * valid JSON syntax but not Unicode, and cJSON refuses the whole document
+ * for it: one such name would fail a whole listing. Returns a copy of buf
+ * in which each one is "\u001a" (SUBSTITUTE, a control character, which no
+ * name, id or URL may hold, so what held one is refused on its own), or
+ * NULL when buf has none (or no memory: *oom). In valid JSON a backslash
+ * only appears in a string and always starts an escape, so no tracking of
+ * strings is needed; other input stays as invalid as it was. */
+static char *mend_surrogates(const char *buf, size_t len, bool *oom)
+{
+	const char *end = buf + len, *p = buf;
+	char *copy = NULL;
+
+	*oom = false;
+	while ((p = memchr(p, '\\', (size_t)(end - p)))) {
+		long v;
+
+		if (end - p < 2) {
+			break;
+		} else if (p[1] != 'u' || (v = hex4(p + 2, end)) < 0) {
+			p += 2;
+		} else if (is_high_surrogate(v) && low_follows(p + 6, end)) {
+			p += 12;
+		} else if (is_high_surrogate(v) || is_low_surrogate(v)) {
+			if (!copy) {
+				copy = malloc(len);
+				if (!copy) {
+					*oom = true;
+					return NULL;
+				}
+				memcpy(copy, buf, len);
+			}
+			memcpy(copy + (p - buf), "\\u001a", 6);
+			p += 6;
+		} else {
+			p += 6;
+		}
+	}
+	return copy;
+}
+
 static cJSON *parse(const char *buf, size_t len)
 {
 	cJSON *root;
+	char *mended;
+	bool oom;
 
 	if (!buf || len == 0)
 		return NULL;
+	mended = mend_surrogates(buf, len, &oom);
+	if (oom)
+		return NULL;
 	pthread_mutex_lock(&parse_lock);
-	root = cJSON_ParseWithLength(buf, len);
+	root = cJSON_ParseWithLength(mended ? mended : buf, len);
 	pthread_mutex_unlock(&parse_lock);
+	free(mended);
 	return root;
 }
 

@@ -329,6 +329,16 @@ static int fs_render_health(struct fs_mount *m, char **buf, size_t *len)
 		}
 		pthread_mutex_unlock(&m->lock);
 	}
+	struct backend_stats bs;
+	backend_get_stats(m->backend, &bs);
+	if (bs.names_dropped) {
+		fprintf(f,
+			"%" PRIu64 " listing entries hidden since mount: names that are "
+			"not valid UTF-8 or not file names, duplicates, malformed "
+			"entries (counted at each listing)\n",
+			bs.names_dropped);
+		problems++;
+	}
 	size_t deleting = 0, unknown = 0, unreachable = 0, failed = 0;
 	pthread_mutex_lock(&m->lock);
 	for (size_t i = 0; i < m->nsbs; i++) {

@@ -48,7 +48,6 @@ static void exec_answers(void)
 	    "{\"exitCode\":0,\"stdout\":\"\",\"stderr\":\"\",\"truncated\":\"no\"}",
 	    "{\"exitCode\":0,\"stdout\":\"\",\"stderr\":\"\",\"durationMillis\":-5}",
 	    "{\"exitCode\":0,\"stdout\":\"\",\"stderr\":\"\"",
-	    "{\"exitCode\":0,\"stdout\":\"\\ud800\",\"stderr\":\"\"}",
 	    "<html>502 Bad Gateway</html>",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -64,6 +63,14 @@ static void exec_answers(void)
 		} streams[] = {
 		    {"{\"exitCode\":0,\"stdout\":\"a\\u0000b\",\"stderr\":\"\\u0000\"}",
 		     "a\0b", 3},
+		    /* Python's surrogateescape: the bytes that were not UTF-8. */
+		    {"{\"exitCode\":0,\"stdout\":\"\\udcff\\udc80x\",\"stderr\":\"\"}",
+		     "\xff\x80x", 3},
+		    /* Another lone surrogate keeps its 3-byte form; a pair is
+		     * one code point. */
+		    {"{\"exitCode\":0,\"stdout\":\"\\ud800|\\ud83d\\ude00\",\"stderr\":"
+		     "\"\"}",
+		     "\xed\xa0\x80|\xf0\x9f\x98\x80", 8},
 		    {"{\"exitCode\":0,\"stdout\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\","
 		     "\"stderr\":\"\"}",
 		     "\"\\/\b\f\n\r\t\xc3\xa9", 10},
@@ -147,6 +154,25 @@ static void listings(void)
 	backend_listing_clear(&l);
 	CHECK(l.entries == NULL && l.count == 0);
 
+	/* A name in lone surrogate escapes (valid JSON, not Unicode: what
+	 * Python and Node servers send for a name that is not UTF-8) is
+	 * dropped and counted; the rest of the listing stands. */
+	CHECK_ST(
+	    backend_json_listing(
+		S("{\"entries\":[{\"name\":\"\\ud800abc\",\"size\":1,\"isDir\":false},"
+		  "{\"name\":\"bad\\udcff\",\"size\":1,\"isDir\":true},"
+		  "{\"name\":\"\\udc00\\ud800\",\"size\":1,\"isDir\":false},"
+		  "{\"name\":\"smile\\ud83d\\ude00\",\"size\":2,\"isDir\":false},"
+		  "{\"name\":\"ok.txt\",\"size\":3,\"isDir\":false}]}"),
+		&l),
+	    BACKEND_OK);
+	CHECK(l.count == 2 && l.dropped == 3);
+	if (l.count == 2) {
+		CHECK(strcmp(l.entries[0].name, "ok.txt") == 0 && l.entries[0].size == 3);
+		CHECK(strcmp(l.entries[1].name, "smile\xf0\x9f\x98\x80") == 0);
+	}
+	backend_listing_clear(&l);
+
 	CHECK_ST(backend_json_listing(S("{\"entries\":[]}"), &l), BACKEND_OK);
 	CHECK(l.count == 0 && l.dropped == 0);
 	backend_listing_clear(&l);
@@ -225,6 +251,14 @@ static void sandboxes(void)
 	CHECK(l.count == 2 && l.dropped == 2);
 	CHECK(l.count == 2 && strcmp(l.items[1].id, "c") == 0 &&
 	      l.items[1].state == BACKEND_SANDBOX_CREATING);
+	backend_sandbox_list_clear(&l);
+	/* A lone surrogate drops its sandbox, not the list. */
+	CHECK_ST(backend_json_sandbox_list(
+		     S("{\"sandboxes\":[{\"id\":\"a\\ud800\",\"status\":\"ready\"},"
+		       "{\"id\":\"b\",\"status\":\"ready\"}]}"),
+		     &l),
+		 BACKEND_OK);
+	CHECK(l.count == 1 && l.dropped == 1);
 	backend_sandbox_list_clear(&l);
 	CHECK_ST(backend_json_sandbox_list(S("{\"sandboxes\":null}"), &l),
 		 BACKEND_BAD_ANSWER);

@@ -210,15 +210,13 @@ def test_malicious_sandbox_answers_are_errors_not_crashes(mounts):
             assert "good.txt" in names
             for n in names:
                 assert os.lstat(ws / n).st_size >= 0
-        # A lone surrogate (not UTF-8 once decoded): never a name.
+        # A lone surrogate (not UTF-8 once decoded): never a name, and
+        # the rest of the listing stands.
         f.route("GET", "/files/", 200, b'{"entries":[{"name":"bad\\udcff","size":1,"isDir":false},'
                 b'{"name":"bad\xff","size":1,"isDir":false},'
                 b'{"name":"good.txt","size":3,"isDir":false}]}')
         time.sleep(SETTLE)
-        try:
-            assert fl.bounded(lambda: os.listdir(ws), 30, "ls") == ["good.txt"]
-        except OSError as err:
-            assert err.errno == errno.EIO
+        assert fl.bounded(lambda: os.listdir(ws), 30, "ls") == ["good.txt"]
         for why, body in [("not an object", [1]), ("entries not a list", {"entries": 5}),
                           ("deep", b"{\"entries\":" + b"[" * 100000),
                           ("oversized", b'{"entries":[' + b'{"name":"a","size":1,"isDir":false},'
@@ -238,6 +236,43 @@ def test_malicious_sandbox_answers_are_errors_not_crashes(mounts):
         assert p.returncode != 0 and p.stdout in (b"",), p
         alive(m)
     mounts.allow += [r"."]  # the daemon reports the bad answers; secrets still checked
+
+
+def test_lone_surrogate_names_hide_only_their_entries(mounts):
+    """Python and Node servers send a file name that is not UTF-8 as lone
+    surrogate escapes ("\\ud800abc"): valid JSON, not Unicode. That entry
+    is hidden and counted in health; the rest of the directory is shown
+    and usable."""
+    m = mounts(opts=["listing_ttl=0"])
+    with fake_sandbox() as f:
+        m.secrets.append(f.url)
+        f.route("GET", "/files/", 200,
+                b'{"entries":[{"name":"\\ud800abc","size":1,"isDir":false},'
+                b'{"name":"ok.txt","size":3,"isDir":false},'
+                b'{"name":"sub","size":0,"isDir":true},'
+                b'{"name":"caf\\u00e9","size":2,"isDir":false}]}')
+        f.route("GET", "/files/sub", 200,
+                b'{"entries":[{"name":"bad\\udcff","size":1,"isDir":false},'
+                b'{"name":"\\udc00\\ud800","size":1,"isDir":true},'
+                b'{"name":"in.txt","size":2,"isDir":false}]}')
+        f.route("GET", "/files/sub/in.txt", 200, b"in")
+        f.route("GET", "/files/caf%C3%A9", 200, b"ok")
+        assert ctl(m.path(".sandboxfs", "ctl"), f"attach odd {f.url}")[0] == 0
+        ws = m.path("odd", "workspace")
+        assert sorted(fl.bounded(lambda: os.listdir(ws), 30, "ls")) == \
+            ["café", "ok.txt", "sub"]
+        assert fl.bounded(lambda: os.listdir(ws / "sub"), 30, "ls sub") == ["in.txt"]
+        with open(ws / "ok.txt", "rb") as fh:
+            assert fh.read() == b"ok\n"
+        with open(ws / "sub" / "in.txt", "rb") as fh:
+            assert fh.read() == b"in"
+        assert os.stat(ws / "café").st_size == 2
+        health = mount.read(m.path(".sandboxfs", "health"))
+        hidden = [ln for ln in health.splitlines() if "listing entries hidden" in ln]
+        assert hidden and int(hidden[0].split()[0]) >= 3, health
+        stats = dict(ln.split() for ln in mount.read(m.path(".sandboxfs", "stats")).splitlines())
+        assert int(stats["names_dropped"]) >= 3, stats
+        alive(m)
 
 
 # --- a malicious orchestrator -----------------------------------------------
