@@ -30,6 +30,7 @@ void backend_config_defaults(struct backend_config *cfg)
 	cfg->max_listing_bytes = 64u << 20;
 	cfg->tls_insecure = false;
 	cfg->ca_file = NULL;
+	cfg->proxy = NULL;
 }
 
 int backend_errno(enum backend_status status, enum backend_op op)
@@ -176,6 +177,12 @@ struct backend *backend_new(const struct backend_config *cfg)
 			goto fail_free;
 	}
 	b->cfg.ca_file = b->ca_file;
+	if (cfg->proxy) {
+		b->proxy = strdup(cfg->proxy);
+		if (!b->proxy)
+			goto fail_free;
+	}
+	b->cfg.proxy = b->proxy;
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_init(&b->share_locks[i], NULL);
 	pthread_mutex_init(&b->handles_lock, NULL);
@@ -205,6 +212,7 @@ fail_locks:
 	pthread_mutex_destroy(&b->handles_lock);
 fail_free:
 	free(b->ca_file);
+	free(b->proxy);
 	free(b);
 	return NULL;
 }
@@ -228,6 +236,7 @@ void backend_free(struct backend *b)
 		pthread_mutex_destroy(&b->share_locks[i]);
 	pthread_mutex_destroy(&b->handles_lock);
 	free(b->ca_file);
+	free(b->proxy);
 	free(b);
 }
 

@@ -91,6 +91,11 @@ struct backend_config {
 	size_t max_listing_bytes; /* default 64 MiB */
 	bool tls_insecure;        /* default false: TLS peers are verified */
 	const char *ca_file;      /* NULL: the system's CA store */
+	/* The proxy every request goes through (libcurl's proxy URL, e.g.
+	 * http://proxy:3128), or NULL: none. The http_proxy, https_proxy,
+	 * all_proxy and no_proxy environment variables are never used: a
+	 * token or a sandbox URL only goes to a proxy named here. */
+	const char *proxy;
 };
 
 /* Fills every field with its default. */

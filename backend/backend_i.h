@@ -33,6 +33,7 @@ struct backend_handle {
 struct backend {
 	struct backend_config cfg;
 	char *ca_file; /* owned copy of cfg.ca_file */
+	char *proxy;   /* owned copy of cfg.proxy */
 
 	CURLSH *share;
 	/* One lock per kind of shared data (DNS, TLS sessions, the share

@@ -537,6 +537,11 @@ static enum backend_status setup(struct backend *b, struct xfer *x, CURL *c,
 	SET(CURLOPT_SSL_VERIFYHOST, b->cfg.tls_insecure ? 0L : 2L);
 	if (b->cfg.ca_file)
 		SET(CURLOPT_CAINFO, b->cfg.ca_file);
+	/* Only the proxy the user named: "" makes libcurl ignore the
+	 * *_proxy environment variables, and an empty no-proxy list makes
+	 * it ignore no_proxy too. */
+	SET(CURLOPT_PROXY, b->cfg.proxy ? b->cfg.proxy : "");
+	SET(CURLOPT_NOPROXY, "");
 	SET(CURLOPT_PREREQFUNCTION, prereq_cb);
 	SET(CURLOPT_PREREQDATA, x);
 	SET(CURLOPT_WRITEFUNCTION, write_cb);

@@ -223,6 +223,7 @@ static int fs_setup_backend(struct fs_mount *m)
 {
 	struct backend_config bc;
 	backend_config_defaults(&bc);
+	bc.proxy = m->opt.proxy && *m->opt.proxy ? m->opt.proxy : NULL;
 	m->backend = backend_new(&bc);
 	if (!m->backend) {
 		fs_log("out of memory");

@@ -31,6 +31,7 @@ static const struct fuse_opt fs_opt_table[] = {
     OPT("orchestrator=%s", orchestrator, 0), OPT("token_file=%s", token_file, 0),
     OPT("pool=%s", pool, 0), OPT("sandboxes=%s", sandboxes, 0), OPT("state=%s", state, 0),
     OPT("server=%s", server, 0), OPT("timeout=%d", timeout, 0),
+    OPT("proxy=%s", proxy, 0),
     OPT("listing_ttl=%d", listing_ttl_ms, 0), OPT("attr_timeout=%lf", attr_timeout, 0),
     OPT("cache_max=%s", cache_max, 0), OPT("max_runs=%d", max_runs, 0),
     OPT("journal_max=%s", journal_max, 0), OPT("max_threads=%d", max_threads, 0),
@@ -239,6 +240,8 @@ void fs_options_help(const char *prog)
 	    "    -o journal_max=SIZE    compact the journal past this size (16M)\n"
 	    "    -o max_threads=N       FUSE worker threads; waiting readers hold one "
 	    "(64)\n"
+	    "    -o proxy=URL           send every request through this proxy (none:\n"
+	    "                           http_proxy and the like are never used)\n"
 	    "    -o show_machinery      show the orchestrator's files in workspace/ "
 	    "(off)\n"
 	    "    -o no_auto_unmount     do not unmount when the daemon dies "
@@ -280,6 +283,7 @@ void fs_options_free(struct fs_options *o)
 	free(o->sandboxes);
 	free(o->state);
 	free(o->server);
+	free(o->proxy);
 	free(o->cache_max);
 	free(o->journal_max);
 	free(o->dump_journal);

@@ -18,6 +18,7 @@ struct fs_options {
 	char *sandboxes;     /* -o sandboxes=PATH */
 	char *state;	     /* -o state=DIR */
 	char *server;	     /* -o server=PATH: sandbox-server for --local */
+	char *proxy;	     /* -o proxy=URL: the only proxy ever used */
 	int timeout;	     /* -o timeout=SECONDS, default 60 */
 	int listing_ttl_ms;  /* -o listing_ttl=MS, default 1000 */
 	double attr_timeout; /* -o attr_timeout=SECONDS, default 1 */

@@ -307,6 +307,44 @@ static void malformed(void)
 	admin_faults(srv.url, "{}");
 }
 
+/* Only a proxy named in the configuration is used: the environment's
+ * proxy variables (here a dead port) never are; a named dead proxy makes
+ * every call "not sent". */
+static void proxies(void)
+{
+	struct server dead;
+	struct backend_config cfg;
+	struct backend *bp;
+	struct backend_error e;
+	char proxy[80];
+	static const char *const vars[] = {"http_proxy", "HTTPS_PROXY", "https_proxy",
+					   "ALL_PROXY", "all_proxy"};
+
+	server_start(&dead);
+	server_stop(&dead); /* nothing listens on its port now */
+	snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%d", dead.port);
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		setenv(vars[i], proxy, 1);
+	setenv("no_proxy", "", 1);
+	setenv("NO_PROXY", "", 1);
+	backend_config_defaults(&cfg);
+	bp = backend_new(&cfg);
+	CHECK_ST(backend_health(bp, srv.url, &e), BACKEND_OK);
+	backend_free(bp);
+
+	cfg.proxy = proxy;
+	bp = backend_new(&cfg);
+	CHECK_ST(backend_health(bp, srv.url, &e), BACKEND_NOT_SENT);
+	CHECK(backend_errno(e.status, BACKEND_OP_HEALTH) == ENOTCONN);
+	check_no_secret(&e, srv.url, srv.port, NULL);
+	CHECK(strstr(e.message, proxy + 7) == NULL);
+	backend_free(bp);
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+	unsetenv("no_proxy");
+	unsetenv("NO_PROXY");
+}
+
 /* Answers 401 {"error": msg} to every request on c. */
 static void canned_error(struct canned *c, const char *msg)
 {
@@ -420,6 +458,7 @@ int main(int argc, char **argv)
 	malformed();
 	echoed_secrets();
 	scrub_unit();
+	proxies();
 	backend_get_stats(b, &s);
 	CHECK(s.errors > 0);
 	backend_free(b);
