@@ -25,9 +25,11 @@ void backend_config_defaults(struct backend_config *cfg)
 	cfg->request_timeout_ms = 60000;
 	cfg->execute_grace_ms = 30000;
 	cfg->stall_seconds = 30;
+	cfg->min_rate_bytes = 1024;
 	cfg->max_json_bytes = 8u << 20;
 	cfg->max_exec_bytes = 16u << 20;
 	cfg->max_listing_bytes = 64u << 20;
+	cfg->max_download_bytes = 0;
 	cfg->tls_insecure = false;
 	cfg->ca_file = NULL;
 	cfg->proxy = NULL;

@@ -83,12 +83,17 @@ struct backend_config {
 	long request_timeout_ms;  /* small calls: health, delete, listing,
 				     orchestrator; default 60000 */
 	long execute_grace_ms;    /* added to timeoutSeconds; default 30000 */
-	long stall_seconds;       /* a transfer under 1 byte/s for this long
-				     fails; default 30 */
+	long stall_seconds;       /* a transfer under min_rate_bytes a second
+				     for this long fails; default 30 */
+	long min_rate_bytes;      /* default 1024: a peer trickling two bytes
+				     a second holds nothing for long */
 	size_t max_json_bytes;    /* default 8 MiB */
 	size_t max_exec_bytes;    /* execute answers: two 1 MiB streams,
 				     JSON-escaped; default 16 MiB */
 	size_t max_listing_bytes; /* default 64 MiB */
+	/* A download of unknown size longer than this fails as
+	 * BACKEND_TOO_LARGE; default 0: no bound. */
+	uint64_t max_download_bytes;
 	bool tls_insecure;        /* default false: TLS peers are verified */
 	const char *ca_file;      /* NULL: the system's CA store */
 	/* The proxy every request goes through (libcurl's proxy URL, e.g.
@@ -184,23 +189,47 @@ enum backend_status backend_execute(struct backend *b, const char *url,
 				    struct backend_exec_result *out,
 				    struct backend_error *err);
 
+/* A download's size is not known (no listing gave it). */
+#define BACKEND_SIZE_UNKNOWN UINT64_MAX
+
+/* The most a download whose listing gave expect bytes may bring: expect
+ * plus max(expect / 8, 64 KiB). The slack is for a file that grew between
+ * the listing and the GET (a log being written, a job still appending):
+ * an eighth keeps a busy large file readable, 64 KiB a small one; past
+ * that the listing is too old to size the download by, and the next
+ * listing gives the new size. */
+uint64_t backend_download_bound(uint64_t expect);
+
+/* The deadline of a download of at most bound bytes, in ms: the time a
+ * transfer at min_rate_bytes a second takes, plus request_timeout_ms for
+ * the connection and the server's start. 0 (none) for bound 0. */
+long backend_download_deadline_ms(const struct backend *b, uint64_t bound);
+
 /* GET /files/path of a file, streamed to fd with write(2) from its
  * current offset. *size_out (may be NULL) receives the bytes written. On
- * failure fd may hold part of the body: discard it. No total time bound;
- * a transfer that stalls for stall_seconds fails. */
+ * failure fd may hold part of the body: discard it. The size is unknown:
+ * the body is bounded by max_download_bytes (when set, with its deadline);
+ * any transfer under min_rate_bytes a second for stall_seconds fails. */
 enum backend_status backend_file_get(struct backend *b, const char *url,
 				     const char *path, int fd,
 				     uint64_t *size_out,
 				     struct backend_error *err);
 
-/* backend_file_get that calls progress(ctx, written) after each piece of
- * the body is written to fd, written being the body bytes written so far
- * (the piece is in fd when it is called). A progress that returns false
- * stops the transfer: the call fails with BACKEND_LOCAL. progress may be
- * NULL. */
+/* backend_file_get of a file whose listing gave expect bytes
+ * (BACKEND_SIZE_UNKNOWN: as backend_file_get): a body longer than
+ * backend_download_bound(expect) is cut and fails as BACKEND_BAD_ANSWER
+ * (EIO) with no more than that in fd (a Content-Length over it fails
+ * before any byte is written), and the whole download has
+ * backend_download_deadline_ms (BACKEND_ANSWER_LOST past it).
+ * progress(ctx, written) is called after each piece of the body is written
+ * to fd, written being the body bytes written so far (the piece is in fd
+ * when it is called), and also at least once a second while nothing
+ * arrives; a progress that returns false stops the transfer within about a
+ * second, even a silent one: the call fails with BACKEND_LOCAL. progress
+ * may be NULL. */
 typedef bool (*backend_progress_fn)(void *ctx, uint64_t written);
 enum backend_status backend_file_get_progress(struct backend *b, const char *url,
-					      const char *path, int fd,
+					      const char *path, int fd, uint64_t expect,
 					      backend_progress_fn progress, void *ctx,
 					      uint64_t *size_out,
 					      struct backend_error *err);

@@ -69,12 +69,16 @@ struct backend_req {
 	int put_fd; /* PUT: send put_size bytes of put_fd, -1 otherwise */
 	uint64_t put_size;
 	int get_fd; /* 2xx answer body goes to get_fd; -1: into memory */
-	backend_progress_fn get_progress; /* after each write to get_fd */
+	backend_progress_fn get_progress; /* after each write to get_fd, and
+					     at least once a second */
 	void *get_progress_ctx;
-	size_t max_answer; /* bound for an answer kept in memory */
+	uint64_t max_fd_bytes;	     /* get_fd bound, 0 = none */
+	enum backend_status fd_over; /* what a body past it fails as */
+	size_t max_answer;	     /* bound for an answer kept in memory */
 
 	long timeout_ms; /* total bound, 0 = none */
-	bool stall;	 /* fail a transfer that stalls (LOW_SPEED_*) */
+	bool stall;	 /* fail a transfer under min_rate_bytes a second for
+			    stall_seconds (LOW_SPEED_*) */
 	/* The request has effects and must never be sent twice (execute,
 	 * create): its body cannot be rewound, so libcurl can never resend
 	 * it, and it reuses only connections idle for under a second. */

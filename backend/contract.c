@@ -93,15 +93,39 @@ enum backend_status backend_execute(struct backend *b, const char *url,
 	return st;
 }
 
+uint64_t backend_download_bound(uint64_t expect)
+{
+	uint64_t slack = expect / 8 > 64 * 1024 ? expect / 8 : 64 * 1024;
+
+	if (expect == BACKEND_SIZE_UNKNOWN || expect > UINT64_MAX - slack)
+		return UINT64_MAX;
+	return expect + slack;
+}
+
+long backend_download_deadline_ms(const struct backend *b, uint64_t bound)
+{
+	uint64_t rate = b->cfg.min_rate_bytes > 0 ? (uint64_t)b->cfg.min_rate_bytes : 1;
+	uint64_t ms;
+
+	if (bound == 0)
+		return 0;
+	/* Past ten years it is no deadline rather than an overflow. */
+	if (bound / rate > 315360000u)
+		return 0;
+	ms = bound / rate * 1000 + bound % rate * 1000 / rate;
+	return (long)ms + b->cfg.request_timeout_ms;
+}
+
 enum backend_status backend_file_get(struct backend *b, const char *url, const char *path,
 				     int fd, uint64_t *size_out,
 				     struct backend_error *err)
 {
-	return backend_file_get_progress(b, url, path, fd, NULL, NULL, size_out, err);
+	return backend_file_get_progress(b, url, path, fd, BACKEND_SIZE_UNKNOWN, NULL,
+					 NULL, size_out, err);
 }
 
 enum backend_status backend_file_get_progress(struct backend *b, const char *url,
-					      const char *path, int fd,
+					      const char *path, int fd, uint64_t expect,
 					      backend_progress_fn progress, void *ctx,
 					      uint64_t *size_out,
 					      struct backend_error *err)
@@ -121,6 +145,16 @@ enum backend_status backend_file_get_progress(struct backend *b, const char *url
 	r.get_fd = fd; /* the body streams there, not into r.answer */
 	r.get_progress = progress;
 	r.get_progress_ctx = ctx;
+	if (expect != BACKEND_SIZE_UNKNOWN) {
+		/* A server that lists 1 byte and streams without end fills
+		 * no disk; one that trickles holds no reader for ever. */
+		r.max_fd_bytes = backend_download_bound(expect);
+		r.fd_over = BACKEND_BAD_ANSWER;
+	} else {
+		r.max_fd_bytes = b->cfg.max_download_bytes;
+		r.fd_over = BACKEND_TOO_LARGE;
+	}
+	r.timeout_ms = backend_download_deadline_ms(b, r.max_fd_bytes);
 	st = files_send(b, &r, p, err);
 	if (size_out)
 		*size_out = r.fd_bytes;

@@ -28,6 +28,7 @@
  * Idempotent requests (GET, PUT, DELETE) keep libcurl's resend.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,8 @@ struct xfer {
 	bool started;	     /* PREREQFUNCTION ran: the request may be sent */
 	bool too_large;	     /* the answer went over max_answer */
 	bool rewind_refused; /* libcurl wanted to resend a `once` body */
+	bool cancelled;	     /* the caller's progress said stop */
+	bool fd_over;	     /* the body went over max_fd_bytes */
 	int local_errno;     /* a descriptor read/write failed, or short file */
 	bool short_file;
 	char *unix_socket; /* http+unix:// base: the socket path (a secret) */
@@ -175,14 +178,34 @@ static size_t write_cb(char *p, size_t size, size_t nmemb, void *userp)
 								 : ERROR_BODY_MAX;
 	}
 	if (x->status >= 200 && x->status < 300 && x->r->get_fd >= 0) {
+		uint64_t max = x->r->max_fd_bytes;
+
+		if (max && x->r->fd_bytes == 0) {
+			curl_off_t announced = -1;
+
+			/* Announced longer than allowed: not one byte of it. */
+			curl_easy_getinfo(x->curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T,
+					  &announced);
+			if (announced > 0 && (uint64_t)announced > max) {
+				x->fd_over = true;
+				return 0;
+			}
+		}
+		if (max && n > max - x->r->fd_bytes) {
+			/* Keep what fits, never more. */
+			n = (size_t)(max - x->r->fd_bytes);
+			x->fd_over = true;
+		}
 		if (!write_all(x->r->get_fd, p, n)) {
 			x->local_errno = errno ? errno : EIO;
 			return 0;
 		}
 		x->r->fd_bytes += n;
+		if (x->fd_over)
+			return 0;
 		if (x->r->get_progress &&
 		    !x->r->get_progress(x->r->get_progress_ctx, x->r->fd_bytes)) {
-			x->local_errno = ECANCELED;
+			x->cancelled = true;
 			return 0;
 		}
 		return n;
@@ -199,6 +222,25 @@ static size_t write_cb(char *p, size_t size, size_t nmemb, void *userp)
 			return 0;
 	}
 	return n;
+}
+
+/* libcurl calls it at least once a second, bytes or not: a caller's
+ * progress can stop even a transfer that has gone silent. */
+static int xferinfo_cb(void *userp, curl_off_t dltotal, curl_off_t dlnow,
+		       curl_off_t ultotal, curl_off_t ulnow)
+{
+	struct xfer *x = userp;
+
+	(void)dltotal;
+	(void)dlnow;
+	(void)ultotal;
+	(void)ulnow;
+	if (x->r->get_progress &&
+	    !x->r->get_progress(x->r->get_progress_ctx, x->r->fd_bytes)) {
+		x->cancelled = true;
+		return 1;
+	}
+	return 0;
 }
 
 static size_t read_cb(char *p, size_t size, size_t nmemb, void *userp)
@@ -376,6 +418,22 @@ static enum backend_status classify(struct xfer *x, CURLcode rc,
 				  x->r->max_answer);
 		return st;
 	}
+	if (x->fd_over) {
+		enum backend_status st = x->r->fd_over;
+
+		backend_set_error(err, st, (int)x->status,
+				  st == BACKEND_TOO_LARGE
+				      ? "file larger than %" PRIu64 " bytes"
+				      : "body longer than the file's listed size "
+					"allows (%" PRIu64 " bytes)",
+				  x->r->max_fd_bytes);
+		return st;
+	}
+	if (x->cancelled) {
+		backend_set_error(err, BACKEND_LOCAL, (int)x->status,
+				  "transfer stopped by its caller");
+		return BACKEND_LOCAL;
+	}
 	if (x->local_errno) {
 		/* The body was cut or the answer not stored: if the request
 		 * went out, the server may still have acted on it (an
@@ -526,8 +584,13 @@ static enum backend_status setup(struct backend *b, struct xfer *x, CURL *c,
 	SET(CURLOPT_CONNECTTIMEOUT_MS, b->cfg.connect_timeout_ms);
 	SET(CURLOPT_TIMEOUT_MS, r->timeout_ms);
 	if (r->stall) {
-		SET(CURLOPT_LOW_SPEED_LIMIT, 1L);
+		SET(CURLOPT_LOW_SPEED_LIMIT, b->cfg.min_rate_bytes);
 		SET(CURLOPT_LOW_SPEED_TIME, b->cfg.stall_seconds);
+	}
+	if (r->get_progress) {
+		SET(CURLOPT_XFERINFOFUNCTION, xferinfo_cb);
+		SET(CURLOPT_XFERINFODATA, x);
+		SET(CURLOPT_NOPROGRESS, 0L);
 	}
 	/* A dead peer on an unbounded execute is found by TCP keepalive. */
 	SET(CURLOPT_TCP_KEEPALIVE, 1L);

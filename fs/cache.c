@@ -18,6 +18,8 @@
 
 #include "workspace_i.h"
 
+#include <fuse_lowlevel.h> /* fuse_session_exited */
+
 struct wsfile *file_find(struct workspace *ws, const char *path)
 {
 	struct hlink *l = htab_find(&ws->files, path);
@@ -343,6 +345,11 @@ static bool fetch_progress(void *ctx, uint64_t written)
 		pthread_cond_broadcast(&fe->cond);
 		pthread_mutex_unlock(&c->lock);
 	}
+	/* Also called once a second while nothing arrives: an unmount
+	 * (the session ends before fetch_stop is set) stops a silent
+	 * download too. */
+	if (c->cfg.fuse && fuse_session_exited(fuse_get_session(c->cfg.fuse)))
+		return false;
 	return !__atomic_load_n(&c->fetch_stop, __ATOMIC_SEQ_CST);
 }
 
@@ -354,8 +361,11 @@ int cache_fetch_run(struct wsfetch *fe)
 	int fd = f->fd; /* stays open: the download holds a reference */
 	uint64_t got = 0;
 	struct backend_error err;
+	/* Bounded by the listed size (plus slack), when there is one. */
 	enum backend_status st = backend_file_get_progress(
-	    c->cfg.backend, fe->url, fe->path, fd, fetch_progress, fe, &got, &err);
+	    c->cfg.backend, fe->url, fe->path, fd,
+	    fe->size_known ? fe->expect : BACKEND_SIZE_UNKNOWN, fetch_progress, fe, &got,
+	    &err);
 	bool stopping = __atomic_load_n(&c->fetch_stop, __ATOMIC_SEQ_CST);
 	int rc = st == BACKEND_OK ? 0 : -ws_backend_errno(st);
 	if (rc < 0) {

@@ -224,6 +224,8 @@ static int fs_setup_backend(struct fs_mount *m)
 	struct backend_config bc;
 	backend_config_defaults(&bc);
 	bc.proxy = m->opt.proxy && *m->opt.proxy ? m->opt.proxy : NULL;
+	/* A file no listing sized lands in the cache all the same. */
+	bc.max_download_bytes = m->opt.cache_max_bytes;
 	m->backend = backend_new(&bc);
 	if (!m->backend) {
 		fs_log("out of memory");

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -391,6 +392,117 @@ void canned_stop(struct canned *c)
 	pthread_mutex_destroy(c->lock);
 	free(c->lock);
 	free(c->response);
+}
+
+static void stream_one(struct streamer *s, int fd)
+{
+	char buf[65536], head[256];
+	size_t got = 0;
+	int n;
+
+	/* The request head; a GET has no body. */
+	while (got < sizeof(buf) - 1) {
+		ssize_t r = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+
+		if (r <= 0)
+			return;
+		got += (size_t)r;
+		buf[got] = '\0';
+		if (strstr(buf, "\r\n\r\n"))
+			break;
+	}
+	if (s->content_length >= 0)
+		n = snprintf(
+		    head, sizeof(head),
+		    "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+		    "Content-Length: %lld\r\n\r\n",
+		    s->content_length);
+	else
+		n = snprintf(
+		    head, sizeof(head),
+		    "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+		    "Connection: close\r\n\r\n");
+	if (send(fd, head, (size_t)n, MSG_NOSIGNAL) != n)
+		return;
+	memset(buf, 'x', sizeof(buf));
+	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		ssize_t w;
+
+		if (s->mode == STREAM_SILENT) {
+			char c;
+
+			/* Until the client hangs up. */
+			if (poll(&p, 1, 100) > 0 && recv(fd, &c, 1, MSG_DONTWAIT) <= 0)
+				return;
+			continue;
+		}
+		w = send(fd, buf, s->mode == STREAM_TRICKLE ? 1 : sizeof(buf),
+			 MSG_NOSIGNAL);
+		if (w <= 0)
+			return;
+		__atomic_fetch_add(&s->sent, (unsigned long long)w, __ATOMIC_SEQ_CST);
+		if (s->mode == STREAM_TRICKLE)
+			sleep_ms(500);
+	}
+}
+
+static void *streamer_main(void *arg)
+{
+	struct streamer *s = arg;
+
+	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+		int fd = accept(s->fd, NULL, NULL);
+
+		if (fd < 0)
+			continue;
+		if (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE))
+			stream_one(s, fd);
+		close(fd);
+	}
+	return NULL;
+}
+
+void streamer_start(struct streamer *s, enum streamer_mode mode, long long content_length)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	pthread_t *t = malloc(sizeof(*t));
+
+	memset(s, 0, sizeof(*s));
+	s->mode = mode;
+	s->content_length = content_length;
+	s->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (!t || s->fd < 0 || bind(s->fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+	    listen(s->fd, 16) != 0 ||
+	    getsockname(s->fd, (struct sockaddr *)&a, &len) != 0) {
+		perror("streamer");
+		exit(1);
+	}
+	s->port = ntohs(a.sin_port);
+	snprintf(s->url, sizeof(s->url), "http://127.0.0.1:%d", s->port);
+	pthread_create(t, NULL, streamer_main, s);
+	s->thread = t;
+}
+
+void streamer_stop(struct streamer *s)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons((uint16_t)s->port),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	__atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+	/* Wake the accept with one last connection. */
+	if (fd >= 0) {
+		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
+			perror("streamer wake");
+		close(fd);
+	}
+	pthread_join(*(pthread_t *)s->thread, NULL);
+	free(s->thread);
+	close(s->fd);
 }
 
 static unsigned char pattern(size_t i, unsigned seed)

@@ -63,6 +63,30 @@ void canned_stop(struct canned *c);
 /* Sets the response for the next requests (published to the thread). */
 void canned_set(struct canned *c, const char *response);
 
+/* A raw HTTP responder on 127.0.0.1 for file bodies the real server
+ * never sends: a 200 head (with content_length, or none and the body
+ * ends at close), then body bytes without end, two bytes a second, or
+ * nothing at all, until the client goes or streamer_stop. One connection
+ * at a time. */
+enum streamer_mode {
+	STREAM_FOREVER, /* 64 KiB pieces as fast as they go */
+	STREAM_TRICKLE, /* one byte every half second */
+	STREAM_SILENT,	/* the head, then silence */
+};
+struct streamer {
+	int fd;
+	int port;
+	char url[64];
+	enum streamer_mode mode;
+	long long content_length; /* announced; -1: none */
+	int stop;
+	unsigned long long sent; /* body bytes sent, all connections */
+	void *thread;
+};
+void streamer_start(struct streamer *s, enum streamer_mode mode,
+		    long long content_length);
+void streamer_stop(struct streamer *s);
+
 /* Writes size bytes of a pattern to a new unlinked temporary file. */
 int temp_fd(size_t size, unsigned seed);
 /* True when the first size bytes of fd and the pattern agree. */

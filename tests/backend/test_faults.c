@@ -307,6 +307,155 @@ static void malformed(void)
 	admin_faults(srv.url, "{}");
 }
 
+static off_t fd_size(int fd)
+{
+	struct stat sb;
+
+	return fstat(fd, &sb) == 0 ? sb.st_size : -1;
+}
+
+/* A new empty unlinked file. */
+static int empty_fd(void)
+{
+	int fd = temp_fd(0, 0);
+
+	CHECK(fd_size(fd) == 0);
+	return fd;
+}
+
+/* A progress that says stop once the clock passes *ctx (seconds). */
+static bool stop_at_cb(void *ctx, uint64_t written)
+{
+	(void)written;
+	return now_s() < *(double *)ctx;
+}
+
+/* A download is bounded by the size its listing gave (plus slack), by a
+ * minimum rate and by a deadline scaled by that size; its caller can stop
+ * it even while the server says nothing. */
+static void download_bounds(void)
+{
+	struct backend_config cfg;
+	struct backend *bb;
+	struct backend_error e;
+	struct streamer st;
+	uint64_t got, bound1 = backend_download_bound(1);
+	double t0;
+	int fd;
+
+	CHECK(backend_download_bound(0) == 64 * 1024);
+	CHECK(backend_download_bound(1) == 64 * 1024 + 1);
+	CHECK(backend_download_bound(1 << 20) == (1 << 20) + (1 << 17));
+	CHECK(backend_download_bound(BACKEND_SIZE_UNKNOWN) == UINT64_MAX);
+	CHECK(backend_download_bound(UINT64_MAX - 5) == UINT64_MAX);
+
+	/* Listed as 1 byte, then a body without end and without a length:
+	 * cut at the bound, EIO, and nothing past the bound on disk. */
+	streamer_start(&st, STREAM_FOREVER, -1);
+	fd = empty_fd();
+	t0 = now_s();
+	CHECK_ST(backend_file_get_progress(b, st.url, "f", fd, 1, NULL, NULL, &got, &e),
+		 BACKEND_BAD_ANSWER);
+	printf("endless body of a 1-byte file: cut after %.2f s, %llu bytes kept: %s\n",
+	       now_s() - t0, (unsigned long long)got, e.message);
+	CHECK(now_s() - t0 < 10.0);
+	CHECK(backend_errno(e.status, BACKEND_OP_FILE) == EIO);
+	CHECK(got == bound1 && (uint64_t)fd_size(fd) == bound1);
+	check_no_secret(&e, st.url, st.port, NULL);
+	close(fd);
+	/* Of unknown size: max_download_bytes bounds it (EFBIG). */
+	backend_config_defaults(&cfg);
+	cfg.max_download_bytes = 100000;
+	bb = backend_new(&cfg);
+	fd = empty_fd();
+	CHECK_ST(backend_file_get(bb, st.url, "f", fd, &got, &e), BACKEND_TOO_LARGE);
+	CHECK(got == 100000 && fd_size(fd) == 100000);
+	CHECK(backend_errno(e.status, BACKEND_OP_FILE) == EFBIG);
+	close(fd);
+	backend_free(bb);
+	streamer_stop(&st);
+
+	/* A length announced past the bound: not one byte is written. */
+	streamer_start(&st, STREAM_FOREVER, 10LL << 30);
+	fd = empty_fd();
+	CHECK_ST(backend_file_get_progress(b, st.url, "f", fd, 1, NULL, NULL, &got, &e),
+		 BACKEND_BAD_ANSWER);
+	CHECK(got == 0 && fd_size(fd) == 0);
+	close(fd);
+	streamer_stop(&st);
+
+	/* The real server: a file that grew within the slack reads whole;
+	 * past it, EIO before any byte. */
+	fd = temp_fd(100000, 7);
+	CHECK_ST(backend_file_put(b, srv.url, "grown.bin", fd, 100000, &e), BACKEND_OK);
+	close(fd);
+	fd = empty_fd();
+	CHECK_ST(backend_file_get_progress(b, srv.url, "grown.bin", fd, 90000, NULL, NULL,
+					   &got, &e),
+		 BACKEND_OK);
+	CHECK(got == 100000 && fd_matches(fd, 100000, 7));
+	close(fd);
+	fd = empty_fd();
+	CHECK_ST(backend_file_get_progress(b, srv.url, "grown.bin", fd, 1000, NULL, NULL,
+					   &got, &e),
+		 BACKEND_BAD_ANSWER);
+	CHECK(got == 0 && fd_size(fd) == 0);
+	close(fd);
+
+	/* Two bytes a second: under the minimum rate for stall_seconds,
+	 * answer lost (EIO). */
+	streamer_start(&st, STREAM_TRICKLE, -1);
+	backend_config_defaults(&cfg);
+	cfg.stall_seconds = 2;
+	bb = backend_new(&cfg);
+	fd = empty_fd();
+	t0 = now_s();
+	CHECK_ST(backend_file_get_progress(bb, st.url, "f", fd, 1, NULL, NULL, &got, &e),
+		 BACKEND_ANSWER_LOST);
+	printf("trickle: failed after %.2f s (%llu bytes): %s\n", now_s() - t0,
+	       (unsigned long long)got, e.message);
+	CHECK(now_s() - t0 < 8.0);
+	close(fd);
+	backend_free(bb);
+
+	/* The deadline: fast enough for the minimum rate check (30 s), but
+	 * not done by request_timeout_ms + bound / min_rate_bytes. */
+	backend_config_defaults(&cfg);
+	cfg.request_timeout_ms = 500;
+	cfg.min_rate_bytes = 64 * 1024; /* bound 64 KiB: a 1.5 s deadline */
+	bb = backend_new(&cfg);
+	CHECK(backend_download_deadline_ms(bb, backend_download_bound(0)) == 1500);
+	fd = empty_fd();
+	t0 = now_s();
+	CHECK_ST(backend_file_get_progress(bb, st.url, "f", fd, 0, NULL, NULL, &got, &e),
+		 BACKEND_ANSWER_LOST);
+	printf("deadline: failed after %.2f s: %s\n", now_s() - t0, e.message);
+	CHECK(now_s() - t0 >= 1.3 && now_s() - t0 < 6.0);
+	close(fd);
+	backend_free(bb);
+	streamer_stop(&st);
+
+	/* A silent server: the caller's progress is asked at least once a
+	 * second, and its "stop" ends the transfer long before the stall
+	 * limit (30 s). */
+	streamer_start(&st, STREAM_SILENT, 1000);
+	fd = empty_fd();
+	t0 = now_s();
+	{
+		double stop_at = t0 + 1.5;
+
+		CHECK_ST(backend_file_get_progress(b, st.url, "f", fd, 1000, stop_at_cb,
+						   &stop_at, &got, &e),
+			 BACKEND_LOCAL);
+	}
+	printf("silent server, caller stops: after %.2f s: %s\n", now_s() - t0,
+	       e.message);
+	CHECK(now_s() - t0 >= 1.5 && now_s() - t0 < 6.0);
+	CHECK(strstr(e.message, "stopped") != NULL);
+	close(fd);
+	streamer_stop(&st);
+}
+
 /* Only a proxy named in the configuration is used: the environment's
  * proxy variables (here a dead port) never are; a named dead proxy makes
  * every call "not sent". */
@@ -459,6 +608,7 @@ int main(int argc, char **argv)
 	echoed_secrets();
 	scrub_unit();
 	proxies();
+	download_bounds();
 	backend_get_stats(b, &s);
 	CHECK(s.errors > 0);
 	backend_free(b);

@@ -7,6 +7,8 @@ fields, bad URLs, oversized bodies), or a stranger on a port sandboxfs used.
     fs.route("GET", "/v1/sandbox", 200, {"sandboxes": []})   # JSON body
     fs.route("POST", "/execute", 200, b"raw bytes")           # bytes body
     fs.route("GET", "/files/", handler)   # handler(req) -> (status, body[, headers])
+    fs.route("GET", "/files/x", lambda req: (200, chunks()))  # a generator:
+                                          # streamed, no length, ends at close
     ...
     fs.requests  # [(method, path)], in order
     fs.stop()
@@ -34,6 +36,22 @@ class _Handler(BaseHTTPRequestHandler):
         status, body, headers = srv.answer(self)
         if status is None:  # close without answering
             self.close_connection = True
+            return
+        if hasattr(body, "__next__"):  # streamed as it comes; the end is the close
+            self.send_response(status)
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.send_header("Connection", "close")
+            self.close_connection = True
+            self.end_headers()
+            try:
+                for chunk in body:
+                    if srv.stopping.is_set():
+                        break
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+            except OSError:
+                pass  # the client went away
             return
         if not isinstance(body, (bytes, bytearray)):
             body = json.dumps(body).encode()
@@ -63,6 +81,7 @@ class FakeServer:
     def __init__(self):
         self.routes = {}
         self.requests = []
+        self.stopping = threading.Event()  # ends streamed bodies
         self.lock = threading.Lock()
         self.httpd = None
         self.thread = None
@@ -101,6 +120,7 @@ class FakeServer:
         return self
 
     def stop(self):
+        self.stopping.set()
         if self.httpd:
             self.httpd.shutdown()
             self.httpd.server_close()
