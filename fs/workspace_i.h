@@ -224,8 +224,11 @@ struct wscache {
 	uint64_t name_seq;
 	unsigned int rand_state;
 	uint64_t lost_uploads; /* pending uploads whose cache file vanished */
-	int fetch_threads;     /* downloads running on a thread of their own */
-	bool fetch_stop;       /* atomic: unmounting, downloads stop */
+	/* Threads of downloads that run on their own (cache.c): joined
+	 * when they end, and all before the backend is freed, since a
+	 * thread's exit still uses the backend (its connection handle). */
+	struct fetch_worker *fetch_workers;
+	bool fetch_stop; /* atomic: unmounting, downloads stop */
 	struct wscache_counters n;
 };
 
@@ -316,7 +319,8 @@ int cache_fetch_wait(struct wsfetch *fe, uint64_t end);
 int cache_fetch_idle(struct wsfile *f);
 /* Drops a reference (c->lock held). */
 void cache_fetch_put(struct wsfetch *fe);
-/* Stops running downloads and waits for their threads (unmount). */
+/* Stops running downloads and joins their threads (unmount): when it
+ * returns, no download thread is left. */
 void cache_fetch_stop_all(struct wscache *c);
 int cache_truncate(struct wsfile *f, uint64_t size);
 /* Keeps the running crc after n bytes written at off, or drops it. */
