@@ -225,6 +225,7 @@ int upload_intent_locked(struct wsfile *f)
 	struct workspace *ws = f->ws;
 	struct wscache *c = ws->c;
 	pthread_mutex_lock(&c->lock);
+	file_moves_wait(f); /* the intent names the path */
 	if (!f->dirty || f->unlinked || !f->path || ws->gone) {
 		pthread_mutex_unlock(&c->lock);
 		return 0;
@@ -255,6 +256,7 @@ int upload_locked(struct wsfile *f, enum upload_caller who)
 	bool durable_first = who == UPLOAD_DURABLE_FIRST;
 
 	pthread_mutex_lock(&c->lock);
+	file_moves_wait(f); /* a directory rename moves it: then the new path */
 	if ((!f->dirty && !f->pending) || f->unlinked || !f->path) {
 		pthread_mutex_unlock(&c->lock);
 		return 0;
@@ -274,6 +276,7 @@ int upload_locked(struct wsfile *f, enum upload_caller who)
 	uint64_t old_id = need_intent ? f->upload_id : 0;
 	uint64_t id = f->upload_id;
 	int fd = f->fd;
+	f->put_path = path;
 	pthread_mutex_unlock(&c->lock);
 
 	int rc = 0;
@@ -343,6 +346,10 @@ fail:
 	upload_schedule(f, -rc);
 	pthread_mutex_unlock(&c->lock);
 out:
+	pthread_mutex_lock(&c->lock);
+	f->put_path = NULL;
+	pthread_cond_broadcast(&c->cond); /* a directory rename may wait */
+	pthread_mutex_unlock(&c->lock);
 	free(path);
 	free(url);
 	free(sandbox);

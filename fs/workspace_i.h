@@ -147,6 +147,9 @@ struct wsfile {
 	bool crc_ok;
 	uint32_t crc;
 	uint64_t crc_len;
+	/* The path a PUT of it on its way was sent to, else NULL (c->lock):
+	 * a directory rename waits for it to end. */
+	const char *put_path;
 	int attempts;
 	uint64_t next_try_ms;
 	int last_err;
@@ -164,6 +167,16 @@ struct wshandle {
 	/* The download this handle was opened on, while it may still run or
 	 * failed: reads wait for it or answer its error. NULL otherwise. */
 	struct wsfetch *fetch;
+};
+
+/* A directory being renamed (rename_dir in workspace_ops.c): until the
+ * rename ends, no request for a path at or below it is sent by another
+ * thread (ws_moves_wait), so that nothing lands at the old name after
+ * the move; the waiters then go on with the new path. */
+struct wsmove {
+	struct wsmove *next;
+	const char *dir; /* owned by the renamer */
+	pthread_t by;
 };
 
 struct workspace {
@@ -191,6 +204,8 @@ struct workspace {
 	uint64_t inval_asked, inval_done;
 	pthread_cond_t inval_cv; /* inval_done moved (with c->lock) */
 	char *rescue_dir; /* set once data of this gone sandbox was kept */
+	struct wsmove *moves; /* directories being renamed (c->lock) */
+	size_t old_versions_open; /* files with version_of set */
 };
 
 struct wscache_counters {
@@ -269,6 +284,12 @@ void dir_drop(struct workspace *ws, const char *path);
 void dir_stale_all(struct workspace *ws);
 void dir_free_all(struct workspace *ws);
 bool ws_machinery(const struct workspace *ws, const char *dir, const char *name);
+
+/* workspace_ops.c, c->lock held (dropped while it waits): waits while
+ * rel is at or below a directory that another thread is renaming. */
+void ws_moves_wait(struct workspace *ws, const char *rel);
+/* The same for f's path, which the rename may change while it waits. */
+void file_moves_wait(struct wsfile *f);
 
 /* metadata (workspace.c, c->lock held) */
 struct wsmeta *meta_get(struct workspace *ws, const char *path, bool create);

@@ -937,6 +937,7 @@ int workspace_mkdir(struct workspace *ws, const char *rel, mode_t mode)
 		return -EEXIST;
 	struct wscache *c = ws->c;
 	pthread_mutex_lock(&c->lock);
+	ws_moves_wait(ws, rel);
 	struct wsattr a;
 	rc = lookup(ws, rel, &a);
 	if (rc == -ENOENT) {
@@ -996,6 +997,7 @@ int workspace_rmdir(struct workspace *ws, const char *rel)
 		return -EBUSY;
 	struct wscache *c = ws->c;
 	pthread_mutex_lock(&c->lock);
+	ws_moves_wait(ws, rel);
 	struct wsattr a;
 	rc = lookup(ws, rel, &a);
 	if (rc == 0 && !a.is_dir)
@@ -1061,7 +1063,12 @@ static int rename_file(struct workspace *ws, const char *from, const char *to)
 		return rc;
 
 	lock_two(f, g);
-	if (!f->present)
+	pthread_mutex_lock(&c->lock);
+	/* Renamed meanwhile (a directory above it moved): not here now. */
+	if (!f->path || strcmp(f->path, from) != 0)
+		rc = -ENOENT;
+	pthread_mutex_unlock(&c->lock);
+	if (rc == 0 && !f->present)
 		rc = cache_fetch(f);
 	/* Dirty data is saved under the old name first, so a failure leaves
 	 * every name as it was. */
@@ -1164,39 +1171,121 @@ static int copy_tree(struct workspace *ws, const char *url, const char *from,
 	return rc;
 }
 
+/* Whether rel is at or below a directory another thread is renaming. */
+static bool moved_by_other(const struct workspace *ws, const char *rel)
+{
+	pthread_t self = pthread_self();
+	for (const struct wsmove *m = ws->moves; m; m = m->next)
+		if (!pthread_equal(m->by, self) &&
+		    (strcmp(rel, m->dir) == 0 || ws_is_under(rel, m->dir)))
+			return true;
+	return false;
+}
+
+void ws_moves_wait(struct workspace *ws, const char *rel)
+{
+	while (moved_by_other(ws, rel))
+		pthread_cond_wait(&ws->c->cond, &ws->c->lock);
+}
+
+void file_moves_wait(struct wsfile *f)
+{
+	while (f->path && moved_by_other(f->ws, f->path))
+		pthread_cond_wait(&f->ws->c->cond, &f->ws->c->lock);
+}
+
+static int ptr_cmp(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The cached files below dir, each referenced, in the order their
+ * mutexes are taken (by address, as lock_two). c->lock held. */
+static int files_under(struct workspace *ws, const char *dir, struct wsfile ***out,
+		       size_t *nout)
+{
+	size_t n = 0, cap = 0;
+	struct wsfile **v = NULL;
+	for (struct wsfile *f = ws->all; f; f = f->ws_next) {
+		if (!f->path || !ws_is_under(f->path, dir))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			struct wsfile **p = realloc(v, cap * sizeof(*p));
+			if (!p)
+				goto fail;
+			v = p;
+		}
+		if (file_ref(f) < 0)
+			goto fail;
+		v[n++] = f;
+	}
+	if (n)
+		qsort(v, n, sizeof(*v), ptr_cmp);
+	*out = v;
+	*nout = n;
+	return 0;
+fail:
+	while (n)
+		file_unref(v[--n]);
+	free(v);
+	return -ENOMEM;
+}
+
+/* Whether a PUT of a file below dir is on its way (c->lock held). */
+static bool puts_under(const struct workspace *ws, const char *dir)
+{
+	for (const struct wsfile *f = ws->all; f; f = f->ws_next)
+		if (f->put_path && ws_is_under(f->put_path, dir))
+			return true;
+	return false;
+}
+
+/* Directory rename: mv in the sandbox, or a copy through the file API.
+ * Local changes below from are uploaded first. Then, until the rename
+ * ends, every other request for a path below from waits (ws->moves), and
+ * the PUTs already on their way end before the move: a close, a retry or
+ * a new file there uploads to the new name afterwards and never makes
+ * the old directory again. */
 static int rename_dir(struct workspace *ws, const char *from, const char *to,
 		      bool dst_exists)
 {
 	struct wscache *c = ws->c;
+	struct wsmove mv = {.dir = from, .by = pthread_self()};
+	struct wsfile **held = NULL;
+	size_t nheld = 0;
 	pthread_mutex_lock(&c->lock);
 	int rc = dst_exists ? dir_check_empty(ws, to) : 0;
 	char *url = ws->url ? strdup(ws->url) : NULL;
+	if (rc == 0 && !url)
+		rc = -ENOTCONN;
+	if (rc == 0)
+		rc = files_under(ws, from, &held, &nheld);
 	pthread_mutex_unlock(&c->lock);
-	if (rc < 0 || !url) {
-		free(url);
-		return rc < 0 ? rc : -ENOTCONN;
-	}
-	/* Local changes below it reach the server first. */
-	for (;;) {
-		struct wsfile *pick = NULL;
-		pthread_mutex_lock(&c->lock);
-		for (struct wsfile *f = ws->all; f; f = f->ws_next)
-			if (f->path && (f->dirty || f->pending) &&
-			    ws_is_under(f->path, from) && file_ref(f) == 0) {
-				pick = f;
-				break;
-			}
-		pthread_mutex_unlock(&c->lock);
-		if (!pick)
-			break;
-		rc = upload_now(pick, UPLOAD_DURABLE_FIRST);
-		unref(pick);
-		if (rc < 0) {
-			free(url);
-			return rc;
+	/* One pass: what is written after it is uploaded to the new name. */
+	for (size_t i = 0; i < nheld; i++) {
+		if (rc == 0) {
+			pthread_mutex_lock(&held[i]->mx);
+			rc = upload_locked(held[i], UPLOAD_DURABLE_FIRST);
+			pthread_mutex_unlock(&held[i]->mx);
 		}
+		unref(held[i]);
 	}
-	if (c->cfg.exec) {
+	free(held);
+	if (rc < 0) {
+		free(url);
+		return rc;
+	}
+	pthread_mutex_lock(&c->lock);
+	mv.next = ws->moves;
+	ws->moves = &mv;
+	while (puts_under(ws, from))
+		pthread_cond_wait(&c->cond, &c->lock);
+	pthread_mutex_unlock(&c->lock);
+	if (rc < 0) {
+		/* nothing moved */
+	} else if (c->cfg.exec) {
 		char *qf = ws_shell_quote(from), *qt = ws_shell_quote(to), *cmd = NULL;
 		if (qf && qt &&
 		    asprintf(&cmd, "%s%s%s mv -- %s %s", dst_exists ? "rmdir -- " : "",
@@ -1221,6 +1310,7 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 	free(url);
 	pthread_mutex_lock(&c->lock);
 	if (rc == 0) {
+		/* Every file below from follows, those made meanwhile too. */
 		size_t nfrom = strlen(from);
 		for (struct wsfile *f = ws->all; f; f = f->ws_next) {
 			if (!f->path || !ws_is_under(f->path, from))
@@ -1232,6 +1322,11 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 					file_detach(old);
 				file_set_path(f, np);
 				free(np);
+				/* An intent journaled meanwhile names the old path:
+				 * the next upload journals a new one (wgen is never
+				 * UINT64_MAX). */
+				if (f->upload_id)
+					f->intent_gen = UINT64_MAX;
 			}
 		}
 		meta_move(ws, from, to);
@@ -1247,6 +1342,12 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 	if (tp)
 		dir_stale(ws, tp);
 	free(tp);
+	for (struct wsmove **p = &ws->moves; *p; p = &(*p)->next)
+		if (*p == &mv) {
+			*p = mv.next;
+			break;
+		}
+	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
@@ -1273,6 +1374,8 @@ int workspace_rename(struct workspace *ws, const char *from, const char *to,
 		return -EINVAL;
 	struct wscache *c = ws->c;
 	pthread_mutex_lock(&c->lock);
+	ws_moves_wait(ws, from);
+	ws_moves_wait(ws, to);
 	struct wsattr src, dst;
 	rc = lookup(ws, from, &src);
 	int drc = rc == 0 ? lookup(ws, to, &dst) : 0;
