@@ -106,6 +106,52 @@ fail:
 	return NULL;
 }
 
+bool file_needs_version(const struct wsfile *f)
+{
+	if (f->dirty || f->pending || f->writers > 0 || !f->path)
+		return false;
+	/* A download from before the last command brings old content: it
+	 * ends into this copy, for the handles that read it, and nobody
+	 * waits for it. One since then is the new content. */
+	if (f->fetch)
+		return f->fetch->epoch != f->ws->epoch;
+	return f->opens > 0 && !f->present;
+}
+
+struct wsfile *file_supersede(struct wsfile *f)
+{
+	struct workspace *ws = f->ws;
+	char *was = strdup(f->path);
+	if (!was)
+		return NULL;
+	/* file_new takes the name from f (a clean copy: file_detach), and
+	 * f lives on with its handles. */
+	struct wsfile *g = file_new(ws, was, NULL);
+	if (!g) {
+		free(was);
+		return NULL;
+	}
+	g->remote_exists = true;
+	ws->c->n.versions++;
+	if (f->opens > 0) {
+		g->kernel_mixed = true;
+		f->version_of = was;
+		ws->old_versions_open++;
+	} else {
+		free(was); /* only its download is left: nobody reads it */
+	}
+	return g;
+}
+
+void file_closed(struct wsfile *f)
+{
+	if (f->version_of) {
+		free(f->version_of);
+		f->version_of = NULL;
+		f->ws->old_versions_open--;
+	}
+}
+
 int file_ref(struct wsfile *f)
 {
 	if (f->fd < 0) {
@@ -139,6 +185,7 @@ static void file_free(struct wsfile *f)
 		c->dirty_bytes -= f->size;
 		c->unsaved_files--;
 	}
+	file_closed(f);
 	pthread_mutex_destroy(&f->mx);
 	free(f->path);
 	free(f->cache_path);
@@ -322,7 +369,7 @@ int cache_fetch_begin(struct wsfile *f, struct wsfetch **out)
 	fe->f = f;
 	fe->epoch = ws->epoch;
 	fe->refs = 2;
-	f->fetch = fe;
+	__atomic_store_n(&f->fetch, fe, __ATOMIC_SEQ_CST);
 	pthread_mutex_unlock(&c->lock);
 	*out = fe;
 	return 0;
@@ -402,7 +449,7 @@ int cache_fetch_run(struct wsfetch *fe)
 	fe->err = rc;
 	__atomic_store_n(&fe->done, true, __ATOMIC_SEQ_CST);
 	pthread_cond_broadcast(&fe->cond);
-	f->fetch = NULL;
+	__atomic_store_n(&f->fetch, NULL, __ATOMIC_SEQ_CST);
 	cache_fetch_put(fe);
 	file_unref(f);
 	pthread_mutex_unlock(&c->lock);
@@ -620,4 +667,12 @@ void cache_crc_write(struct wsfile *f, const void *buf, size_t n, uint64_t off)
 	}
 	f->crc = (uint32_t)crc32_z(f->crc, buf, n);
 	f->crc_len += n;
+}
+
+void cache_stats(struct wscache *c, FILE *out)
+{
+	pthread_mutex_lock(&c->lock);
+	uint64_t versions = c->n.versions;
+	pthread_mutex_unlock(&c->lock);
+	fprintf(out, "cache_versions %" PRIu64 "\n", versions);
 }

@@ -1217,4 +1217,5 @@ void wscache_stats(struct wscache *c, FILE *out)
 		n.fetched_bytes, n.uploads, n.upload_failures, n.uploaded_bytes, pending,
 		n.listings, n.listing_hits, n.renames, n.dir_renames, syncs,
 		n.checksum_passes, n.incomplete);
+	cache_stats(c, out);
 }

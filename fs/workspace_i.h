@@ -124,9 +124,18 @@ struct wsfile {
 	int fd;		  /* open while refs > 0, else -1 */
 	pthread_mutex_t mx;
 
-	struct wsfetch *fetch; /* the download running, or NULL */
-	int refs;	    /* handles + internal users */
-	int opens;	    /* open handles */
+	struct wsfetch *fetch; /* the download running, or NULL (written
+				  atomically, under c->lock) */
+	int refs;	       /* handles + internal users */
+	int opens;	       /* open handles */
+	int writers;	       /* open handles that may write */
+	/* Set when newer content of the path went to a new cache file while
+	 * this one was open (file_supersede): the path it was the content
+	 * of, for as long as handles read it. */
+	char *version_of;
+	/* The kernel may hold pages of another version of this path: the
+	 * next open drops them (keep_cache off). */
+	bool kernel_mixed;
 	bool present;	    /* the cache file holds the whole content */
 	uint64_t size;	    /* bytes of the cache file, accounted in c->bytes */
 	uint64_t epoch;	    /* ws->epoch when fetched or last uploaded */
@@ -202,9 +211,9 @@ struct workspace {
 	 * write returns the kernel holds nothing older than the command. */
 	bool inval_running;
 	uint64_t inval_asked, inval_done;
-	pthread_cond_t inval_cv; /* inval_done moved (with c->lock) */
-	char *rescue_dir; /* set once data of this gone sandbox was kept */
-	struct wsmove *moves; /* directories being renamed (c->lock) */
+	pthread_cond_t inval_cv;  /* inval_done moved (with c->lock) */
+	char *rescue_dir;	  /* set once data of this gone sandbox was kept */
+	struct wsmove *moves;	  /* directories being renamed (c->lock) */
 	size_t old_versions_open; /* files with version_of set */
 };
 
@@ -217,6 +226,7 @@ struct wscache_counters {
 	uint64_t syncs;		  /* fsyncs of cache files and their directory */
 	uint64_t checksum_passes; /* uploads that read their file for the crc */
 	uint64_t incomplete;	  /* intents whose cache file did not match */
+	uint64_t versions;	  /* new content given a new cache file (supersede) */
 };
 
 struct wscache {
@@ -302,6 +312,20 @@ struct wsfile *file_find(struct workspace *ws, const char *path);
 /* A clean copy fetched before the last command is not the content any
  * more: it is fetched again at its next use. */
 void file_expire_after_command(struct wsfile *f);
+/* f's content is not the current one (a command ran since, or it never
+ * came) and handles that only read are open on it, or a download of the
+ * old content still runs into it: rather than refill its cache file
+ * under them, the new content goes to a new one (file_supersede). Not
+ * with a handle that may write open: its writes must reach the name. */
+bool file_needs_version(const struct wsfile *f);
+/* A new cache entry for f's path, which f leaves: f stays with its
+ * handles, which read it whole until they close (as NFS's close-to-open:
+ * opens that come later get the new content). NULL when out of memory. */
+struct wsfile *file_supersede(struct wsfile *f);
+/* The last handle of f is gone (release). */
+void file_closed(struct wsfile *f);
+/* Appends this file's stat lines (versions, listing memory). */
+void cache_stats(struct wscache *c, FILE *out);
 /* adopt: an existing cache file to take over (restore), or NULL: then a
  * new empty cache file, left open for the caller's file_ref. */
 struct wsfile *file_new(struct workspace *ws, const char *path, const char *adopt);

@@ -168,8 +168,11 @@ static void fill_file_stat(struct wsfile *f, struct stat *st)
 	struct workspace *ws = f->ws;
 	file_shown(f);
 	struct wsattr a = {.is_dir = false, .size = f->size, .mtime = f->mtime};
-	if (f->path) {
-		fill_stat(ws, f->path, &a, st);
+	/* An older version still open is not unlinked: its name has other
+	 * content now. */
+	const char *name = f->path ? f->path : f->version_of;
+	if (name) {
+		fill_stat(ws, name, &a, st);
 	} else {
 		fill_stat(ws, "", &a, st);
 		st->st_mode = S_IFREG | WS_FILE_MODE;
@@ -431,12 +434,26 @@ static int file_for(struct workspace *ws, const char *rel, struct wsfile **out)
 		f->remote_exists = true;
 	} else {
 		file_expire_after_command(f);
+		if (file_needs_version(f) && !(f = file_supersede(f)))
+			return -EIO;
 	}
 	rc = file_ref(f);
 	if (rc < 0)
 		return rc;
 	*out = f;
 	return 0;
+}
+
+/* Another version of rel than f is still open (c->lock held). */
+static bool other_version_open(struct workspace *ws, const char *rel,
+			       const struct wsfile *f)
+{
+	if (!ws->old_versions_open)
+		return false;
+	for (const struct wsfile *v = ws->all; v; v = v->ws_next)
+		if (v != f && v->version_of && strcmp(v->version_of, rel) == 0)
+			return true;
+	return false;
 }
 
 /* Makes f's content readable for a new handle: present already, or a
@@ -518,8 +535,10 @@ int workspace_open(struct workspace *ws, const char *rel, struct fuse_file_info 
 	pthread_mutex_lock(&c->lock);
 	struct wsfile *f;
 	rc = file_for(ws, rel, &f);
-	if (rc == 0)
+	if (rc == 0) {
 		f->opens++;
+		f->writers += acc != O_RDONLY;
+	}
 	pthread_mutex_unlock(&c->lock);
 	if (rc < 0)
 		return rc;
@@ -538,18 +557,32 @@ int workspace_open(struct workspace *ws, const char *rel, struct fuse_file_info 
 	if (rc == 0)
 		rc = handle_new(f, fi, fe);
 	pthread_mutex_lock(&c->lock);
+	bool others = false, mixed = false;
 	if (rc < 0) {
 		cache_fetch_put(fe);
 		f->opens--;
+		f->writers -= acc != O_RDONLY;
+		if (f->opens == 0)
+			file_closed(f);
 		file_unref(f);
-	} else if (!fetched) {
-		c->n.hits++;
+	} else {
+		if (!fetched)
+			c->n.hits++;
+		/* The kernel keeps one page cache per name: while descriptors
+		 * of an older version read theirs through it, this one reads
+		 * past it; once they are gone, the pages they left are
+		 * dropped at the next open. */
+		others = other_version_open(ws, rel, f);
+		mixed = f->kernel_mixed;
+		if (!others)
+			f->kernel_mixed = false;
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (rc < 0)
 		return rc;
 	/* Pages the kernel holds are still right unless we fetched anew. */
-	fi->keep_cache = !fetched && !trunc;
+	fi->keep_cache = !fetched && !trunc && !mixed;
+	fi->direct_io = others;
 	/* A read-only descriptor never uploads at its close (workspace_flush
 	 * acts for descriptors that wrote, created or truncated): no FLUSH. */
 	fi->noflush = acc == O_RDONLY;
@@ -602,6 +635,7 @@ int workspace_create(struct workspace *ws, const char *rel, mode_t mode,
 	cache_set_dirty(f, true); /* even empty, it is uploaded at close */
 	f->wgen++;
 	f->opens++;
+	f->writers++;
 	dir_upsert(ws, rel, 0, false, &f->mtime);
 	meta_drop(ws, rel);
 	if ((mode & 07777) != WS_FILE_MODE && c->cfg.exec)
@@ -612,6 +646,7 @@ int workspace_create(struct workspace *ws, const char *rel, mode_t mode,
 	if (rc < 0) {
 		pthread_mutex_lock(&c->lock);
 		f->opens--;
+		f->writers--;
 		file_unref(f);
 		pthread_mutex_unlock(&c->lock);
 		return rc;
@@ -625,34 +660,62 @@ int workspace_read(struct fuse_file_info *fi, char *buf, size_t size, off_t off)
 	struct wshandle *h = handle_of(fi);
 	if (!h)
 		return -EBADF;
+	struct wsfile *f = h->f;
+	struct wscache *c = f->ws->c;
 	/* Opened while its content downloads: what has arrived is read at
 	 * once, the rest waited for; a failed download answers its error. */
-	struct wsfetch *fe = h->fetch;
+	struct wsfetch *fe = h->fetch, *refill = NULL;
 	uint64_t end = (uint64_t)off + size;
-	if (fe) {
-		int rc = cache_fetch_wait(fe, end);
-		if (rc < 0)
-			return rc;
-	}
 	size_t done = 0;
-	while (done < size) {
-		ssize_t n = pread(h->f->fd, buf + done, size - done, off + (off_t)done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return done ? (int)done : -errno;
-		if (n == 0)
+	int rc = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		/* Content fetched again into this same cache file (a descriptor
+		 * that may write keeps one copy, see file_needs_version): the
+		 * new content is read as it arrives, never a half of it. */
+		if (!refill && (!fe || __atomic_load_n(&fe->done, __ATOMIC_SEQ_CST)) &&
+		    __atomic_load_n(&f->fetch, __ATOMIC_SEQ_CST)) {
+			pthread_mutex_lock(&c->lock);
+			refill = f->fetch != fe ? f->fetch : NULL;
+			if (refill)
+				refill->refs++;
+			pthread_mutex_unlock(&c->lock);
+			if (refill)
+				fe = refill;
+		}
+		if (fe && (rc = cache_fetch_wait(fe, end)) < 0)
 			break;
-		done += (size_t)n;
+		done = 0;
+		while (done < size) {
+			ssize_t n =
+			    pread(f->fd, buf + done, size - done, off + (off_t)done);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0) {
+				rc = done ? 0 : -errno;
+				break;
+			}
+			if (n == 0)
+				break;
+			done += (size_t)n;
+		}
+		if (rc < 0 || done == size)
+			break;
+		if (fe) {
+			/* Cut short: the end of the file, or a download that
+			 * failed and emptied the cache file meanwhile. */
+			rc = cache_fetch_wait(fe, end);
+			break;
+		}
+		/* Cut short with no download known: one began meanwhile? */
+		if (!__atomic_load_n(&f->fetch, __ATOMIC_SEQ_CST))
+			break;
 	}
-	if (fe && done < size) {
-		/* Cut short: the end of the file, or a download that failed
-		 * and emptied the cache file meanwhile. */
-		int rc = cache_fetch_wait(fe, end);
-		if (rc < 0)
-			return rc;
+	if (refill) {
+		pthread_mutex_lock(&c->lock);
+		cache_fetch_put(refill);
+		pthread_mutex_unlock(&c->lock);
 	}
-	return (int)done;
+	return rc < 0 ? rc : (int)done;
 }
 
 int workspace_write(struct fuse_file_info *fi, const char *buf, size_t size, off_t off)
@@ -767,6 +830,9 @@ int workspace_release(struct fuse_file_info *fi)
 	struct wscache *c = f->ws->c;
 	pthread_mutex_lock(&c->lock);
 	f->opens--;
+	f->writers -= (h->flags & O_ACCMODE) != O_RDONLY;
+	if (f->opens == 0)
+		file_closed(f);
 	/* Written (mmap, or a writer whose flush was skipped) and not yet
 	 * handled: upload it now rather than wait for a retry. */
 	bool upload = f->opens == 0 && f->dirty && !f->pending && !f->unlinked;
@@ -839,6 +905,7 @@ int workspace_unlink(struct workspace *ws, const char *rel)
 		return -EISDIR;
 	struct wscache *c = ws->c;
 	pthread_mutex_lock(&c->lock);
+	ws_moves_wait(ws, rel);
 	struct wsattr a;
 	rc = lookup(ws, rel, &a);
 	struct wsfile *f = file_find(ws, rel);
@@ -850,15 +917,19 @@ int workspace_unlink(struct workspace *ws, const char *rel)
 	if (rc < 0)
 		return rc;
 
-	if (f) {
+	if (f)
 		pthread_mutex_lock(&f->mx);
-		upload_cancel(f);
-	}
 	pthread_mutex_lock(&c->lock);
+	/* Renamed meanwhile (a directory above it moved): not here now. */
+	if (f && (!f->path || strcmp(f->path, rel) != 0))
+		rc = -ENOENT;
 	char *url = ws->url ? strdup(ws->url) : NULL;
 	pthread_mutex_unlock(&c->lock);
+	if (f && rc == 0)
+		upload_cancel(f);
 	struct backend_error err;
-	rc = delete_remote(ws, url, rel, &err);
+	if (rc == 0)
+		rc = delete_remote(ws, url, rel, &err);
 	free(url);
 	pthread_mutex_lock(&c->lock);
 	if (rc == 0) {
