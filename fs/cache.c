@@ -675,4 +675,5 @@ void cache_stats(struct wscache *c, FILE *out)
 	uint64_t versions = c->n.versions;
 	pthread_mutex_unlock(&c->lock);
 	fprintf(out, "cache_versions %" PRIu64 "\n", versions);
+	dir_stats(c, out);
 }

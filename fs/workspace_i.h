@@ -77,6 +77,12 @@ struct wsdir {
 	uint64_t epoch;	     /* ws->epoch at the fetch */
 	uint64_t shown_ms;   /* the newest shown_ms of its entries: a pass
 				skips a directory shown too long ago */
+	/* The listing cache is bounded (listing.c): listings are evicted
+	 * least recently used first, past cfg.listing_max_bytes. */
+	struct workspace *ws;
+	struct wsdir *lru_prev, *lru_next; /* c->dir_lru, oldest first */
+	uint64_t bytes; /* accounted in c->listing_bytes */
+	int pins;	/* open directory handles, fetches: never evicted */
 };
 
 /* --- local metadata the contract has no place for --------------------------*/
@@ -227,6 +233,7 @@ struct wscache_counters {
 	uint64_t checksum_passes; /* uploads that read their file for the crc */
 	uint64_t incomplete;	  /* intents whose cache file did not match */
 	uint64_t versions;	  /* new content given a new cache file (supersede) */
+	uint64_t listing_evictions;
 };
 
 struct wscache {
@@ -254,6 +261,9 @@ struct wscache {
 	 * thread's exit still uses the backend (its connection handle). */
 	struct fetch_worker *fetch_workers;
 	bool fetch_stop; /* atomic: unmounting, downloads stop */
+	struct wsdir *dir_lru_head, *dir_lru_tail; /* every workspace's */
+	uint64_t listing_bytes;			   /* of every cached listing */
+	uint64_t listing_entries;
 	struct wscache_counters n;
 };
 
@@ -293,6 +303,13 @@ void dir_stale(struct workspace *ws, const char *path);
 void dir_drop(struct workspace *ws, const char *path);
 void dir_stale_all(struct workspace *ws);
 void dir_free_all(struct workspace *ws);
+/* An open directory handle keeps path's listing from eviction: the
+ * chunks of one pass read it. dir_pin returns it (NULL: no memory);
+ * dir_unpin may drop and retake c->lock. */
+struct wsdir *dir_pin(struct workspace *ws, const char *path);
+void dir_unpin(struct wsdir *d);
+/* Appends the listing cache's stat lines (c->lock not held). */
+void dir_stats(struct wscache *c, FILE *out);
 bool ws_machinery(const struct workspace *ws, const char *dir, const char *name);
 
 /* workspace_ops.c, c->lock held (dropped while it waits): waits while

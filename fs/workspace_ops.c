@@ -234,6 +234,11 @@ struct wsdirhandle {
 	char **names;
 	size_t n;
 	bool taken; /* a snapshot was taken (it may be empty) */
+	/* The listing, kept from eviction while the handle is open: each
+	 * chunk of a pass reads it (a large one must not be fetched again
+	 * for every chunk). */
+	struct wscache *c;
+	struct wsdir *pinned;
 };
 
 static struct wsdirhandle *dirhandle_of(const struct fuse_file_info *fi)
@@ -263,6 +268,10 @@ int workspace_opendir(struct workspace *ws, const char *rel, struct fuse_file_in
 	if (!dh)
 		return -ENOMEM;
 	dh->h.kind = FS_HANDLE_WSDIR;
+	dh->c = ws->c;
+	pthread_mutex_lock(&ws->c->lock);
+	dh->pinned = dir_pin(ws, rel);
+	pthread_mutex_unlock(&ws->c->lock);
 	fi->fh = (uint64_t)(uintptr_t)dh;
 	return 0;
 }
@@ -272,6 +281,11 @@ void workspace_releasedir(struct fuse_file_info *fi)
 	struct wsdirhandle *dh = dirhandle_of(fi);
 	if (!dh)
 		return;
+	if (dh->pinned) {
+		pthread_mutex_lock(&dh->c->lock);
+		dir_unpin(dh->pinned);
+		pthread_mutex_unlock(&dh->c->lock);
+	}
 	dirhandle_clear(dh);
 	free(dh);
 	fi->fh = 0;
