@@ -248,6 +248,18 @@ int upload_intent_locked(struct wsfile *f)
 	return rc;
 }
 
+/* The PUT of f is over (sent or not): a directory rename may wait. */
+static void put_done(struct wsfile *f)
+{
+	struct wscache *c = f->ws->c;
+	pthread_mutex_lock(&c->lock);
+	if (f->put_path) {
+		f->put_path = NULL;
+		pthread_cond_broadcast(&c->cond);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
 int upload_locked(struct wsfile *f, enum upload_caller who)
 {
 	struct workspace *ws = f->ws;
@@ -299,6 +311,7 @@ int upload_locked(struct wsfile *f, enum upload_caller who)
 
 	struct backend_error err = {0};
 	st = backend_file_put(c->cfg.backend, url, path, fd, size, &err);
+	put_done(f);
 	if (st == BACKEND_OK) {
 		if (j) {
 			struct journal_record r = {.kind = JOURNAL_UPLOAD_DONE,
@@ -334,6 +347,7 @@ int upload_locked(struct wsfile *f, enum upload_caller who)
 	ws_log(ws, "upload failed (%s), kept pending: %s", backend_status_name(st),
 	       err.message);
 fail:
+	put_done(f); /* before a wait for a rename, which waits for it */
 	/* The caller is about to hear of the failure, and the data stays
 	 * pending: make it survive a power cut before that (see the top). */
 	if (!durable_first)
@@ -346,10 +360,6 @@ fail:
 	upload_schedule(f, -rc);
 	pthread_mutex_unlock(&c->lock);
 out:
-	pthread_mutex_lock(&c->lock);
-	f->put_path = NULL;
-	pthread_cond_broadcast(&c->cond); /* a directory rename may wait */
-	pthread_mutex_unlock(&c->lock);
 	free(path);
 	free(url);
 	free(sandbox);
