@@ -649,7 +649,7 @@ int workspace_create(struct workspace *ws, const char *rel, mode_t mode,
 	cache_set_dirty(f, true); /* even empty, it is uploaded at close */
 	f->wgen++;
 	f->opens++;
-	f->writers++;
+	f->writers += (fi->flags & O_ACCMODE) != O_RDONLY; /* as release counts */
 	dir_upsert(ws, rel, 0, false, &f->mtime);
 	meta_drop(ws, rel);
 	if ((mode & 07777) != WS_FILE_MODE && c->cfg.exec)
@@ -660,7 +660,7 @@ int workspace_create(struct workspace *ws, const char *rel, mode_t mode,
 	if (rc < 0) {
 		pthread_mutex_lock(&c->lock);
 		f->opens--;
-		f->writers--;
+		f->writers -= (fi->flags & O_ACCMODE) != O_RDONLY;
 		file_unref(f);
 		pthread_mutex_unlock(&c->lock);
 		return rc;
