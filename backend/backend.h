@@ -133,8 +133,13 @@ void backend_get_stats(struct backend *b, struct backend_stats *out);
  * bytes. */
 bool backend_name_valid(const char *name);
 
+/* The longest path: one the kernel can give (4095 bytes) and a name
+ * below it (mkdir puts a placeholder inside the new directory). */
+#define BACKEND_PATH_MAX (4095 + 1 + 255)
+
 /* True when path is a valid workspace-relative path: "" (the root) or
- * valid segments joined by single '/', no leading or trailing '/'. */
+ * valid segments joined by single '/', no leading or trailing '/', at
+ * most BACKEND_PATH_MAX bytes. */
 bool backend_path_valid(const char *path);
 
 /* --- base URLs ------------------------------------------------------------

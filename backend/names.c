@@ -80,7 +80,7 @@ bool backend_path_valid(const char *path)
 		return false;
 	if (!*path)
 		return true;
-	if (strlen(path) > 4096)
+	if (strlen(path) > BACKEND_PATH_MAX)
 		return false;
 	for (p = path;; p = slash + 1) {
 		slash = strchr(p, '/');

@@ -108,6 +108,52 @@ fail:
 	return NULL;
 }
 
+bool file_needs_version(const struct wsfile *f)
+{
+	if (f->dirty || f->pending || f->writers > 0 || !f->path)
+		return false;
+	/* A download from before the last command brings old content: it
+	 * ends into this copy, for the handles that read it, and nobody
+	 * waits for it. One since then is the new content. */
+	if (f->fetch)
+		return f->fetch->epoch != f->ws->epoch;
+	return f->opens > 0 && !f->present;
+}
+
+struct wsfile *file_supersede(struct wsfile *f)
+{
+	struct workspace *ws = f->ws;
+	char *was = strdup(f->path);
+	if (!was)
+		return NULL;
+	/* file_new takes the name from f (a clean copy: file_detach), and
+	 * f lives on with its handles. */
+	struct wsfile *g = file_new(ws, was, NULL);
+	if (!g) {
+		free(was);
+		return NULL;
+	}
+	g->remote_exists = true;
+	ws->c->n.versions++;
+	if (f->opens > 0) {
+		g->kernel_mixed = true;
+		f->version_of = was;
+		ws->old_versions_open++;
+	} else {
+		free(was); /* only its download is left: nobody reads it */
+	}
+	return g;
+}
+
+void file_closed(struct wsfile *f)
+{
+	if (f->version_of) {
+		free(f->version_of);
+		f->version_of = NULL;
+		f->ws->old_versions_open--;
+	}
+}
+
 int file_ref(struct wsfile *f)
 {
 	if (f->fd < 0) {
@@ -141,6 +187,7 @@ static void file_free(struct wsfile *f)
 		c->dirty_bytes -= f->size;
 		c->unsaved_files--;
 	}
+	file_closed(f);
 	pthread_mutex_destroy(&f->mx);
 	free(f->path);
 	free(f->cache_path);
@@ -324,7 +371,7 @@ int cache_fetch_begin(struct wsfile *f, struct wsfetch **out)
 	fe->f = f;
 	fe->epoch = ws->epoch;
 	fe->refs = 2;
-	f->fetch = fe;
+	__atomic_store_n(&f->fetch, fe, __ATOMIC_SEQ_CST);
 	pthread_mutex_unlock(&c->lock);
 	*out = fe;
 	return 0;
@@ -412,7 +459,7 @@ int cache_fetch_run(struct wsfetch *fe)
 	fe->err = rc;
 	__atomic_store_n(&fe->done, true, __ATOMIC_SEQ_CST);
 	pthread_cond_broadcast(&fe->cond);
-	f->fetch = NULL;
+	__atomic_store_n(&f->fetch, NULL, __ATOMIC_SEQ_CST);
 	cache_fetch_put(fe);
 	file_unref(f);
 	pthread_mutex_unlock(&c->lock);
@@ -422,16 +469,49 @@ int cache_fetch_run(struct wsfetch *fe)
 	return rc;
 }
 
+/* A thread running one download; c->lock guards the list and finished. */
+struct fetch_worker {
+	struct fetch_worker *next;
+	pthread_t tid;
+	struct wsfetch *fe;
+	bool finished; /* the download is over: the thread only exits now */
+};
+
 static void *fetch_thread(void *arg)
 {
-	struct wsfetch *fe = arg;
-	struct wscache *c = fe->f->ws->c;
-	cache_fetch_run(fe);
+	struct fetch_worker *w = arg;
+	struct wscache *c = w->fe->f->ws->c;
+	cache_fetch_run(w->fe);
 	pthread_mutex_lock(&c->lock);
-	c->fetch_threads--;
-	pthread_cond_broadcast(&c->cond);
+	w->finished = true;
 	pthread_mutex_unlock(&c->lock);
 	return NULL;
+}
+
+/* Takes the workers whose download is over (all, with every) off the
+ * list and joins them: a thread is gone, its exit handlers run, only
+ * once joined. c->lock not held. */
+static void fetch_workers_join(struct wscache *c, bool every)
+{
+	struct fetch_worker *done = NULL;
+	pthread_mutex_lock(&c->lock);
+	for (struct fetch_worker **p = &c->fetch_workers; *p;) {
+		struct fetch_worker *w = *p;
+		if (every || w->finished) {
+			*p = w->next;
+			w->next = done;
+			done = w;
+		} else {
+			p = &w->next;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	while (done) {
+		struct fetch_worker *w = done;
+		done = w->next;
+		pthread_join(w->tid, NULL);
+		free(w);
+	}
 }
 
 bool cache_fetch_spawn(struct wsfetch *fe)
@@ -439,23 +519,29 @@ bool cache_fetch_spawn(struct wsfetch *fe)
 	if (!fe->size_known || fe->expect < WS_STREAM_MIN)
 		return false;
 	struct wscache *c = fe->f->ws->c;
-	pthread_mutex_lock(&c->lock);
-	c->fetch_threads++;
-	pthread_mutex_unlock(&c->lock);
-	pthread_attr_t at;
-	pthread_attr_init(&at);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	fetch_workers_join(c, false);
+	struct fetch_worker *w = calloc(1, sizeof(*w));
+	if (!w)
+		return false;
+	w->fe = fe;
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
-	pthread_t t;
-	int rc = pthread_create(&t, &at, fetch_thread, fe);
+	/* Listed as it starts, under the lock: a stop either comes before
+	 * (no thread, the caller runs the download, which stops at once) or
+	 * finds it in the list and joins it. */
+	pthread_mutex_lock(&c->lock);
+	int rc = EAGAIN;
+	if (!__atomic_load_n(&c->fetch_stop, __ATOMIC_SEQ_CST))
+		rc = pthread_create(&w->tid, NULL, fetch_thread, w);
+	if (rc == 0) {
+		w->next = c->fetch_workers;
+		c->fetch_workers = w;
+	}
+	pthread_mutex_unlock(&c->lock);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&at);
 	if (rc != 0) {
-		pthread_mutex_lock(&c->lock);
-		c->fetch_threads--;
-		pthread_mutex_unlock(&c->lock);
+		free(w);
 		return false;
 	}
 	return true;
@@ -546,12 +632,10 @@ int cache_fetch(struct wsfile *f)
 void cache_fetch_stop_all(struct wscache *c)
 {
 	__atomic_store_n(&c->fetch_stop, true, __ATOMIC_SEQ_CST);
-	pthread_mutex_lock(&c->lock);
 	/* Bounded by the backend: the next piece of body stops a download,
-	 * and one that stalls fails after stall_seconds. */
-	while (c->fetch_threads > 0)
-		pthread_cond_wait(&c->cond, &c->lock);
-	pthread_mutex_unlock(&c->lock);
+	 * and one that stalls fails after stall_seconds. No new thread is
+	 * started once fetch_stop is set. */
+	fetch_workers_join(c, true);
 }
 
 int cache_truncate(struct wsfile *f, uint64_t size)
@@ -593,4 +677,13 @@ void cache_crc_write(struct wsfile *f, const void *buf, size_t n, uint64_t off)
 	}
 	f->crc = (uint32_t)crc32_z(f->crc, buf, n);
 	f->crc_len += n;
+}
+
+void cache_stats(struct wscache *c, FILE *out)
+{
+	pthread_mutex_lock(&c->lock);
+	uint64_t versions = c->n.versions;
+	pthread_mutex_unlock(&c->lock);
+	fprintf(out, "cache_versions %" PRIu64 "\n", versions);
+	dir_stats(c, out);
 }

@@ -3,12 +3,57 @@
  * listing serves readdir, every getattr of its entries and negative
  * lookups for listing_ttl_ms. This mount's own changes edit the cached
  * listings in place, so they never cost a refetch.
+ *
+ * Its memory is bounded (cfg.listing_max_bytes, counted as the entries'
+ * structures and names): past the bound, listings are evicted least
+ * recently used first, except those being fetched and those of open
+ * directory handles (a readdir pass reads its listing in chunks). Names of
+ * an evicted listing the kernel may still hold are invalidated there, so
+ * that what a command changes is never served from the kernel's cache.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "workspace_i.h"
+
+/* What the bound counts for a name and for a listing. */
+#define ENTRY_BYTES(name) (sizeof(struct wsentry) + strlen(name) + 1)
+#define DIR_BYTES(path)	  (sizeof(struct wsdir) + strlen(path) + 1)
+
+static void dir_account(struct wsdir *d, int64_t bytes, int64_t entries)
+{
+	struct wscache *c = d->ws->c;
+	d->bytes += (uint64_t)bytes;
+	c->listing_bytes += (uint64_t)bytes;
+	c->listing_entries += (uint64_t)entries;
+}
+
+static void dir_lru_unlink(struct wscache *c, struct wsdir *d)
+{
+	if (d->lru_prev)
+		d->lru_prev->lru_next = d->lru_next;
+	else if (c->dir_lru_head == d)
+		c->dir_lru_head = d->lru_next;
+	if (d->lru_next)
+		d->lru_next->lru_prev = d->lru_prev;
+	else if (c->dir_lru_tail == d)
+		c->dir_lru_tail = d->lru_prev;
+	d->lru_prev = d->lru_next = NULL;
+}
+
+static void dir_lru_touch(struct wscache *c, struct wsdir *d)
+{
+	dir_lru_unlink(c, d);
+	d->lru_prev = c->dir_lru_tail;
+	if (c->dir_lru_tail)
+		c->dir_lru_tail->lru_next = d;
+	else
+		c->dir_lru_head = d;
+	c->dir_lru_tail = d;
+}
 
 static const char *const machinery[] = {
     ".pool",
@@ -47,11 +92,28 @@ struct wsentry *dir_find(struct wsdir *d, const char *name)
 	return bsearch(&key, d->ents, d->n, sizeof(*d->ents), ent_cmp);
 }
 
+static uint64_t ents_bytes(const struct wsentry *e, size_t n)
+{
+	uint64_t b = 0;
+	for (size_t i = 0; i < n; i++)
+		b += ENTRY_BYTES(e[i].name);
+	return b;
+}
+
 static void ents_free(struct wsentry *e, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		free(e[i].name);
 	free(e);
+}
+
+/* Empties d's entries (accounted). */
+static void dir_clear(struct wsdir *d)
+{
+	dir_account(d, -(int64_t)ents_bytes(d->ents, d->n), -(int64_t)d->n);
+	ents_free(d->ents, d->n);
+	d->ents = NULL;
+	d->n = d->cap = 0;
 }
 
 /* Inserts (or updates) name in a loaded listing, keeping it sorted. */
@@ -89,6 +151,7 @@ static void dir_put(struct wsdir *d, const char *name, uint64_t size, bool is_di
 	d->ents[lo] =
 	    (struct wsentry){.name = copy, .size = size, .is_dir = is_dir, .seen = *seen};
 	d->n++;
+	dir_account(d, (int64_t)ENTRY_BYTES(copy), 1);
 }
 
 static struct wsdir *dir_new(struct workspace *ws, const char *path)
@@ -103,7 +166,107 @@ static struct wsdir *dir_new(struct workspace *ws, const char *path)
 	}
 	d->h.key = d->path;
 	htab_add(&ws->dirs, &d->h);
+	d->ws = ws;
+	dir_account(d, (int64_t)DIR_BYTES(path), 0);
+	dir_lru_touch(ws->c, d);
 	return d;
+}
+
+static void dir_free(struct wsdir *d)
+{
+	struct wscache *c = d->ws->c;
+	dir_clear(d);
+	dir_account(d, -(int64_t)d->bytes, 0);
+	htab_del(&d->ws->dirs, &d->h);
+	dir_lru_unlink(c, d);
+	free(d->path);
+	free(d);
+}
+
+/* Names the kernel may hold, to invalidate there. */
+struct shown_paths {
+	struct shown_path {
+		struct workspace *ws;
+		char *path;
+	} * v;
+	size_t n, cap;
+};
+
+static void shown_add(struct shown_paths *sp, struct workspace *ws, char *path)
+{
+	if (!path)
+		return;
+	if (sp->n == sp->cap) {
+		size_t cap = sp->cap ? sp->cap * 2 : 64;
+		struct shown_path *v = realloc(sp->v, cap * sizeof(*v));
+		if (!v) {
+			free(path);
+			return;
+		}
+		sp->v = v;
+		sp->cap = cap;
+	}
+	sp->v[sp->n++] = (struct shown_path){ws, path};
+}
+
+/* Given to the kernel recently enough that it may still hold it (see
+ * kernel_may_hold in workspace.c). */
+static bool shown_recently(const struct wscache *c, uint64_t shown_ms, uint64_t now)
+{
+	return shown_ms && now - shown_ms <= (uint64_t)c->cfg.attr_timeout_ms + 1000;
+}
+
+/* Evicts listings, least recently used first, until the cache is within
+ * its bound; keep, pinned ones and those being fetched stay. Listings the
+ * kernel may no longer hold anything of go first; names of the others
+ * that it may still hold go to *sp (to be invalidated there). */
+static void dir_evict(struct wscache *c, struct wsdir *keep, struct shown_paths *sp)
+{
+	uint64_t now = ws_now_ms();
+	for (int hot = 0; hot < 2; hot++) {
+		struct wsdir *d = c->dir_lru_head;
+		while (d && c->listing_bytes > c->cfg.listing_max_bytes) {
+			struct wsdir *next = d->lru_next;
+			bool shown = c->cfg.fuse && shown_recently(c, d->shown_ms, now);
+			if (d != keep && !d->pins && !d->fetching && (hot || !shown)) {
+				for (size_t i = 0; shown && i < d->n; i++)
+					if (shown_recently(c, d->ents[i].shown_ms, now))
+						shown_add(
+						    sp, d->ws,
+						    ws_join(d->path, d->ents[i].name));
+				dir_free(d);
+				c->n.listing_evictions++;
+			}
+			d = next;
+		}
+	}
+}
+
+/* Keeps the cache within its bound after d (if any) was loaded; may drop
+ * and retake c->lock (to tell the kernel), d stays. */
+static void dir_trim(struct wscache *c, struct wsdir *d)
+{
+	if (d)
+		dir_lru_touch(c, d);
+	if (c->listing_bytes <= c->cfg.listing_max_bytes)
+		return;
+	struct shown_paths sp = {0};
+	dir_evict(c, d, &sp);
+	if (!sp.n) {
+		free(sp.v);
+		return;
+	}
+	if (d)
+		d->pins++;
+	pthread_mutex_unlock(&c->lock);
+	for (size_t i = 0; i < sp.n; i++) {
+		ws_kernel_invalidate(sp.v[i].ws, sp.v[i].path);
+		free(sp.v[i].path);
+	}
+	free(sp.v);
+	pthread_mutex_lock(&c->lock);
+	if (d)
+		d->pins--;
 }
 
 static bool dir_fresh(const struct workspace *ws, const struct wsdir *d)
@@ -185,6 +348,7 @@ static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **
 			return -ENOMEM;
 		if (dir_fresh(ws, d)) {
 			c->n.listing_hits++;
+			dir_lru_touch(c, d);
 			*out = d;
 			return d->err;
 		}
@@ -221,6 +385,7 @@ static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **
 	if (st == BACKEND_OK) {
 		struct wsentry *old = d->ents;
 		size_t nold = d->n;
+		uint64_t old_bytes = ents_bytes(old, nold);
 		bool had = d->loaded && d->err == 0;
 		d->ents = calloc(l.count ? l.count : 1, sizeof(*d->ents));
 		d->n = 0;
@@ -245,6 +410,8 @@ static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **
 			e->name = NULL;
 		}
 		qsort(d->ents, d->n, sizeof(*d->ents), ent_cmp);
+		dir_account(d, (int64_t)ents_bytes(d->ents, d->n) - (int64_t)old_bytes,
+			    (int64_t)d->n - (int64_t)nold);
 		/* A name seen before with the same size keeps its time, so
 		 * make and rsync see stable mtimes between commands. */
 		if (had) {
@@ -277,9 +444,7 @@ static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **
 		d->loaded = true;
 		dir_merge_local(ws, d, &now);
 	} else if (st == BACKEND_NOT_FOUND && made_here(ws, path)) {
-		ents_free(d->ents, d->n);
-		d->ents = NULL;
-		d->n = d->cap = 0;
+		dir_clear(d);
 		d->err = 0;
 		d->loaded = true;
 		dir_merge_local(ws, d, &now);
@@ -293,9 +458,7 @@ static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **
 		else
 			rc = -ws_backend_errno(st);
 		if (rc == -ENOENT || rc == -ENOTDIR) {
-			ents_free(d->ents, d->n);
-			d->ents = NULL;
-			d->n = d->cap = 0;
+			dir_clear(d);
 			d->err = rc;
 			d->loaded = true;
 		} else {
@@ -311,6 +474,7 @@ static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **
 	 * missing from (or still in) the answer: not fresh then. */
 	d->fetched_ms = d->raced ? 0 : ws_now_ms();
 	d->epoch = epoch;
+	dir_trim(c, d);
 	*out = d;
 	return rc;
 }
@@ -369,9 +533,7 @@ void dir_set_empty(struct workspace *ws, const char *path)
 	if (!nd)
 		nd = dir_new(ws, path);
 	if (nd && !nd->fetching) {
-		ents_free(nd->ents, nd->n);
-		nd->ents = NULL;
-		nd->n = nd->cap = 0;
+		dir_clear(nd);
 		nd->err = 0;
 		nd->loaded = true;
 		nd->fetched_ms = ws_now_ms();
@@ -386,6 +548,7 @@ void dir_remove(struct workspace *ws, const char *path)
 	struct wsentry *e = dir_find(d, name);
 	if (e) {
 		size_t i = (size_t)(e - d->ents);
+		dir_account(d, -(int64_t)ENTRY_BYTES(e->name), -1);
 		free(e->name);
 		memmove(d->ents + i, d->ents + i + 1, (d->n - i - 1) * sizeof(*d->ents));
 		d->n--;
@@ -421,12 +584,39 @@ void dir_free_all(struct workspace *ws)
 		struct hlink *l = ws->dirs.b[i];
 		while (l) {
 			struct hlink *next = l->next;
-			struct wsdir *d = ws_container_of(l, struct wsdir, h);
-			ents_free(d->ents, d->n);
-			free(d->path);
-			free(d);
+			dir_free(ws_container_of(l, struct wsdir, h));
 			l = next;
 		}
 	}
 	htab_free(&ws->dirs);
+}
+
+struct wsdir *dir_pin(struct workspace *ws, const char *path)
+{
+	struct wsdir *d = dir_cached(ws, path);
+	if (!d)
+		d = dir_new(ws, path);
+	if (d)
+		d->pins++;
+	return d;
+}
+
+void dir_unpin(struct wsdir *d)
+{
+	d->pins--;
+	dir_trim(d->ws->c, NULL); /* what it kept may be over the bound */
+}
+
+void dir_stats(struct wscache *c, FILE *out)
+{
+	pthread_mutex_lock(&c->lock);
+	uint64_t bytes = c->listing_bytes, entries = c->listing_entries;
+	uint64_t evictions = c->n.listing_evictions;
+	pthread_mutex_unlock(&c->lock);
+	fprintf(out,
+		"listing_entries %" PRIu64 "\n"
+		"listing_bytes %" PRIu64 "\n"
+		"listing_max_bytes %" PRIu64 "\n"
+		"listing_evictions %" PRIu64 "\n",
+		entries, bytes, c->cfg.listing_max_bytes, evictions);
 }

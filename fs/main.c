@@ -421,6 +421,7 @@ int main(int argc, char *argv[])
 	    .cache_dir = cache_dir,
 	    .max_bytes = m->opt.cache_max_bytes,
 	    .listing_ttl_ms = m->opt.listing_ttl_ms,
+	    .listing_max_bytes = m->opt.listing_max_bytes,
 	    .attr_timeout_ms = (long)(m->opt.attr_timeout * 1000.0),
 	    .show_machinery = m->opt.show_machinery != 0,
 	    .uid = m->uid,

@@ -30,15 +30,15 @@ enum {
 static const struct fuse_opt fs_opt_table[] = {
     OPT("orchestrator=%s", orchestrator, 0), OPT("token_file=%s", token_file, 0),
     OPT("pool=%s", pool, 0), OPT("sandboxes=%s", sandboxes, 0), OPT("state=%s", state, 0),
-    OPT("server=%s", server, 0), OPT("timeout=%d", timeout, 0),
-    OPT("proxy=%s", proxy, 0),
+    OPT("server=%s", server, 0), OPT("timeout=%d", timeout, 0), OPT("proxy=%s", proxy, 0),
     OPT("listing_ttl=%d", listing_ttl_ms, 0), OPT("attr_timeout=%lf", attr_timeout, 0),
     OPT("cache_max=%s", cache_max, 0), OPT("max_runs=%d", max_runs, 0),
-    OPT("journal_max=%s", journal_max, 0), OPT("max_threads=%d", max_threads, 0),
-    OPT("show_machinery", show_machinery, 1), OPT("no_auto_unmount", no_auto_unmount, 1),
-    OPT("repair_journal", repair_journal, 1), OPT("--local", local, 1),
-    OPT("local", local, 1), OPT("nonempty", nonempty, 1), OPT("--check", check, 1),
-    OPT("--dump-journal %s", dump_journal, 0), OPT("--dump-journal=%s", dump_journal, 0),
+    OPT("journal_max=%s", journal_max, 0), OPT("listing_max=%s", listing_max, 0),
+    OPT("max_threads=%d", max_threads, 0), OPT("show_machinery", show_machinery, 1),
+    OPT("no_auto_unmount", no_auto_unmount, 1), OPT("repair_journal", repair_journal, 1),
+    OPT("--local", local, 1), OPT("local", local, 1), OPT("nonempty", nonempty, 1),
+    OPT("--check", check, 1), OPT("--dump-journal %s", dump_journal, 0),
+    OPT("--dump-journal=%s", dump_journal, 0),
     /* fstab and mount(8) noise: accepted and ignored */
     FUSE_OPT_KEY("_netdev", KEY_DISCARD), FUSE_OPT_KEY("auto", KEY_DISCARD),
     FUSE_OPT_KEY("noauto", KEY_DISCARD), FUSE_OPT_KEY("user", KEY_DISCARD),
@@ -175,6 +175,16 @@ int fs_options_parse(struct fuse_args *args, struct fs_options *o)
 		fprintf(stderr, "sandboxfs: cache_max: not a size: %s\n", o->cache_max);
 		return -1;
 	}
+	o->listing_max_bytes = 64ULL << 20;
+	if (o->listing_max) {
+		o->listing_max_bytes = fs_parse_size(o->listing_max);
+		if (o->listing_max_bytes < 4096) {
+			fprintf(stderr,
+				"sandboxfs: listing_max: a size of at least 4K: %s\n",
+				o->listing_max);
+			return -1;
+		}
+	}
 	if (o->journal_max) {
 		o->journal_max_bytes = fs_parse_size(o->journal_max);
 		if (o->journal_max_bytes < 4096) {
@@ -236,6 +246,7 @@ void fs_options_help(const char *prog)
 	    "    -o listing_ttl=MS      orchestrator and workspace listing cache (1000)\n"
 	    "    -o attr_timeout=SECS   kernel attribute and name cache (1)\n"
 	    "    -o cache_max=SIZE      bound of the workspace file cache (1G)\n"
+	    "    -o listing_max=SIZE    bound of the workspace listing cache (64M)\n"
 	    "    -o max_runs=N          command history kept per sandbox in runs/ (100)\n"
 	    "    -o journal_max=SIZE    compact the journal past this size (16M)\n"
 	    "    -o max_threads=N       FUSE worker threads; waiting readers hold one "
@@ -286,6 +297,7 @@ void fs_options_free(struct fs_options *o)
 	free(o->proxy);
 	free(o->cache_max);
 	free(o->journal_max);
+	free(o->listing_max);
 	free(o->dump_journal);
 	free(o->mountpoint);
 	free(o->source);

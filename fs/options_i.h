@@ -26,6 +26,8 @@ struct fs_options {
 	uint64_t cache_max_bytes;
 	int max_runs;	   /* -o max_runs=N, default 100 */
 	char *journal_max; /* -o journal_max=SIZE: compaction threshold, 16M */
+	char *listing_max; /* -o listing_max=SIZE: listing cache bound, 64M */
+	uint64_t listing_max_bytes;
 	uint64_t journal_max_bytes;
 	int max_threads;     /* -o max_threads=N, default 64 */
 	int show_machinery;  /* -o show_machinery */

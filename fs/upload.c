@@ -224,6 +224,7 @@ int upload_intent_locked(struct wsfile *f)
 	struct workspace *ws = f->ws;
 	struct wscache *c = ws->c;
 	pthread_mutex_lock(&c->lock);
+	file_moves_wait(f); /* the intent names the path */
 	if (!f->dirty || f->unlinked || !f->path || ws->gone) {
 		pthread_mutex_unlock(&c->lock);
 		return 0;
@@ -246,6 +247,18 @@ int upload_intent_locked(struct wsfile *f)
 	return rc;
 }
 
+/* The PUT of f is over (sent or not): a directory rename may wait. */
+static void put_done(struct wsfile *f)
+{
+	struct wscache *c = f->ws->c;
+	pthread_mutex_lock(&c->lock);
+	if (f->put_path) {
+		f->put_path = NULL;
+		pthread_cond_broadcast(&c->cond);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
 int upload_locked(struct wsfile *f, enum upload_caller who)
 {
 	struct workspace *ws = f->ws;
@@ -254,6 +267,7 @@ int upload_locked(struct wsfile *f, enum upload_caller who)
 	bool durable_first = who == UPLOAD_DURABLE_FIRST;
 
 	pthread_mutex_lock(&c->lock);
+	file_moves_wait(f); /* a directory rename moves it: then the new path */
 	if ((!f->dirty && !f->pending) || f->unlinked || !f->path) {
 		pthread_mutex_unlock(&c->lock);
 		return 0;
@@ -273,6 +287,7 @@ int upload_locked(struct wsfile *f, enum upload_caller who)
 	uint64_t old_id = need_intent ? f->upload_id : 0;
 	uint64_t id = f->upload_id;
 	int fd = f->fd;
+	f->put_path = path;
 	pthread_mutex_unlock(&c->lock);
 
 	int rc = 0;
@@ -295,6 +310,7 @@ int upload_locked(struct wsfile *f, enum upload_caller who)
 
 	struct backend_error err = {0};
 	st = backend_file_put(c->cfg.backend, url, path, fd, size, &err);
+	put_done(f);
 	if (st == BACKEND_OK) {
 		if (j) {
 			struct journal_record r = {.kind = JOURNAL_UPLOAD_DONE,
@@ -330,6 +346,7 @@ int upload_locked(struct wsfile *f, enum upload_caller who)
 	ws_log(ws, "upload failed (%s), kept pending: %s", backend_status_name(st),
 	       err.message);
 fail:
+	put_done(f); /* before a wait for a rename, which waits for it */
 	/* The caller is about to hear of the failure, and the data stays
 	 * pending: make it survive a power cut before that (see the top). */
 	if (!durable_first)

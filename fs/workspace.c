@@ -332,6 +332,8 @@ struct wscache *wscache_new(const struct wscache_config *cfg)
 		c->cfg.max_bytes = 1ULL << 30;
 	if (c->cfg.listing_ttl_ms < 0)
 		c->cfg.listing_ttl_ms = 1000;
+	if (!c->cfg.listing_max_bytes)
+		c->cfg.listing_max_bytes = 64ULL << 20;
 	/* Absolute, so the journal's cache_file paths survive a chdir. */
 	if (mkdir_p(cfg->cache_dir, 0700) == 0)
 		c->cache_dir = realpath(cfg->cache_dir, NULL);
@@ -1451,4 +1453,5 @@ void wscache_stats(struct wscache *c, FILE *out)
 		n.fetched_bytes, n.uploads, n.upload_failures, n.uploaded_bytes, pending,
 		n.listings, n.listing_hits, n.renames, n.dir_renames, syncs,
 		n.checksum_passes, n.incomplete);
+	cache_stats(c, out);
 }

@@ -36,6 +36,10 @@ struct wscache_config {
 	const char *cache_dir;     /* created 0700; files 0600 */
 	uint64_t max_bytes;        /* bound of the cache (default 1 GiB) */
 	long listing_ttl_ms;       /* default 1000 */
+	/* Bound of the listing cache's memory (names, sizes, times of every
+	 * cached listing): least recently used listings are evicted past it,
+	 * those of open directories never (default 64 MiB). */
+	uint64_t listing_max_bytes;
 	bool show_machinery;       /* show .pool/, .sandbox-agent, ... */
 	uid_t uid;                 /* owner reported for every entry */
 	gid_t gid;

@@ -77,6 +77,12 @@ struct wsdir {
 	uint64_t epoch;	     /* ws->epoch at the fetch */
 	uint64_t shown_ms;   /* the newest shown_ms of its entries: a pass
 				skips a directory shown too long ago */
+	/* The listing cache is bounded (listing.c): listings are evicted
+	 * least recently used first, past cfg.listing_max_bytes. */
+	struct workspace *ws;
+	struct wsdir *lru_prev, *lru_next; /* c->dir_lru, oldest first */
+	uint64_t bytes; /* accounted in c->listing_bytes */
+	int pins;	/* open directory handles, fetches: never evicted */
 };
 
 /* --- local metadata the contract has no place for --------------------------*/
@@ -124,9 +130,18 @@ struct wsfile {
 	int fd;		  /* open while refs > 0, else -1 */
 	pthread_mutex_t mx;
 
-	struct wsfetch *fetch; /* the download running, or NULL */
-	int refs;	    /* handles + internal users */
-	int opens;	    /* open handles */
+	struct wsfetch *fetch; /* the download running, or NULL (written
+				  atomically, under c->lock) */
+	int refs;	       /* handles + internal users */
+	int opens;	       /* open handles */
+	int writers;	       /* open handles that may write */
+	/* Set when newer content of the path went to a new cache file while
+	 * this one was open (file_supersede): the path it was the content
+	 * of, for as long as handles read it. */
+	char *version_of;
+	/* The kernel may hold pages of another version of this path: the
+	 * next open drops them (keep_cache off). */
+	bool kernel_mixed;
 	bool present;	    /* the cache file holds the whole content */
 	uint64_t size;	    /* bytes of the cache file, accounted in c->bytes */
 	uint64_t epoch;	    /* ws->epoch when fetched or last uploaded */
@@ -147,6 +162,9 @@ struct wsfile {
 	bool crc_ok;
 	uint32_t crc;
 	uint64_t crc_len;
+	/* The path a PUT of it on its way was sent to, else NULL (c->lock):
+	 * a directory rename waits for it to end. */
+	const char *put_path;
 	int attempts;
 	bool flush_parked; /* failed in the running flush_all pass: skip it */
 	uint64_t next_try_ms;
@@ -165,6 +183,16 @@ struct wshandle {
 	/* The download this handle was opened on, while it may still run or
 	 * failed: reads wait for it or answer its error. NULL otherwise. */
 	struct wsfetch *fetch;
+};
+
+/* A directory being renamed (rename_dir in workspace_ops.c): until the
+ * rename ends, no request for a path at or below it is sent by another
+ * thread (ws_moves_wait), so that nothing lands at the old name after
+ * the move; the waiters then go on with the new path. */
+struct wsmove {
+	struct wsmove *next;
+	const char *dir; /* owned by the renamer */
+	pthread_t by;
 };
 
 struct workspace {
@@ -191,8 +219,10 @@ struct workspace {
 	 * write returns the kernel holds nothing older than the command. */
 	bool inval_running;
 	uint64_t inval_asked, inval_done;
-	pthread_cond_t inval_cv; /* inval_done moved (with c->lock) */
-	char *rescue_dir; /* set once data of this gone sandbox was kept */
+	pthread_cond_t inval_cv;  /* inval_done moved (with c->lock) */
+	char *rescue_dir;	  /* set once data of this gone sandbox was kept */
+	struct wsmove *moves;	  /* directories being renamed (c->lock) */
+	size_t old_versions_open; /* files with version_of set */
 };
 
 struct wscache_counters {
@@ -204,6 +234,8 @@ struct wscache_counters {
 	uint64_t syncs;		  /* fsyncs of cache files and their directory */
 	uint64_t checksum_passes; /* uploads that read their file for the crc */
 	uint64_t incomplete;	  /* intents whose cache file did not match */
+	uint64_t versions;	  /* new content given a new cache file (supersede) */
+	uint64_t listing_evictions;
 };
 
 struct wscache {
@@ -226,8 +258,14 @@ struct wscache {
 	uint64_t name_seq;
 	unsigned int rand_state;
 	uint64_t lost_uploads; /* pending uploads whose cache file vanished */
-	int fetch_threads;     /* downloads running on a thread of their own */
-	bool fetch_stop;       /* atomic: unmounting, downloads stop */
+	/* Threads of downloads that run on their own (cache.c): joined
+	 * when they end, and all before the backend is freed, since a
+	 * thread's exit still uses the backend (its connection handle). */
+	struct fetch_worker *fetch_workers;
+	bool fetch_stop; /* atomic: unmounting, downloads stop */
+	struct wsdir *dir_lru_head, *dir_lru_tail; /* every workspace's */
+	uint64_t listing_bytes;			   /* of every cached listing */
+	uint64_t listing_entries;
 	struct wscache_counters n;
 };
 
@@ -267,7 +305,20 @@ void dir_stale(struct workspace *ws, const char *path);
 void dir_drop(struct workspace *ws, const char *path);
 void dir_stale_all(struct workspace *ws);
 void dir_free_all(struct workspace *ws);
+/* An open directory handle keeps path's listing from eviction: the
+ * chunks of one pass read it. dir_pin returns it (NULL: no memory);
+ * dir_unpin may drop and retake c->lock. */
+struct wsdir *dir_pin(struct workspace *ws, const char *path);
+void dir_unpin(struct wsdir *d);
+/* Appends the listing cache's stat lines (c->lock not held). */
+void dir_stats(struct wscache *c, FILE *out);
 bool ws_machinery(const struct workspace *ws, const char *dir, const char *name);
+
+/* workspace_ops.c, c->lock held (dropped while it waits): waits while
+ * rel is at or below a directory that another thread is renaming. */
+void ws_moves_wait(struct workspace *ws, const char *rel);
+/* The same for f's path, which the rename may change while it waits. */
+void file_moves_wait(struct wsfile *f);
 
 /* metadata (workspace.c, c->lock held) */
 struct wsmeta *meta_get(struct workspace *ws, const char *path, bool create);
@@ -280,6 +331,20 @@ struct wsfile *file_find(struct workspace *ws, const char *path);
 /* A clean copy fetched before the last command is not the content any
  * more: it is fetched again at its next use. */
 void file_expire_after_command(struct wsfile *f);
+/* f's content is not the current one (a command ran since, or it never
+ * came) and handles that only read are open on it, or a download of the
+ * old content still runs into it: rather than refill its cache file
+ * under them, the new content goes to a new one (file_supersede). Not
+ * with a handle that may write open: its writes must reach the name. */
+bool file_needs_version(const struct wsfile *f);
+/* A new cache entry for f's path, which f leaves: f stays with its
+ * handles, which read it whole until they close (as NFS's close-to-open:
+ * opens that come later get the new content). NULL when out of memory. */
+struct wsfile *file_supersede(struct wsfile *f);
+/* The last handle of f is gone (release). */
+void file_closed(struct wsfile *f);
+/* Appends this file's stat lines (versions, listing memory). */
+void cache_stats(struct wscache *c, FILE *out);
 /* adopt: an existing cache file to take over (restore), or NULL: then a
  * new empty cache file, left open for the caller's file_ref. */
 struct wsfile *file_new(struct workspace *ws, const char *path, const char *adopt);
@@ -318,7 +383,8 @@ int cache_fetch_wait(struct wsfetch *fe, uint64_t end);
 int cache_fetch_idle(struct wsfile *f);
 /* Drops a reference (c->lock held). */
 void cache_fetch_put(struct wsfetch *fe);
-/* Stops running downloads and waits for their threads (unmount). */
+/* Stops running downloads and joins their threads (unmount): when it
+ * returns, no download thread is left. */
 void cache_fetch_stop_all(struct wscache *c);
 int cache_truncate(struct wsfile *f, uint64_t size);
 /* Keeps the running crc after n bytes written at off, or drops it. */

@@ -168,8 +168,11 @@ static void fill_file_stat(struct wsfile *f, struct stat *st)
 	struct workspace *ws = f->ws;
 	file_shown(f);
 	struct wsattr a = {.is_dir = false, .size = f->size, .mtime = f->mtime};
-	if (f->path) {
-		fill_stat(ws, f->path, &a, st);
+	/* An older version still open is not unlinked: its name has other
+	 * content now. */
+	const char *name = f->path ? f->path : f->version_of;
+	if (name) {
+		fill_stat(ws, name, &a, st);
 	} else {
 		fill_stat(ws, "", &a, st);
 		st->st_mode = S_IFREG | WS_FILE_MODE;
@@ -231,6 +234,11 @@ struct wsdirhandle {
 	char **names;
 	size_t n;
 	bool taken; /* a snapshot was taken (it may be empty) */
+	/* The listing, kept from eviction while the handle is open: each
+	 * chunk of a pass reads it (a large one must not be fetched again
+	 * for every chunk). */
+	struct wscache *c;
+	struct wsdir *pinned;
 };
 
 static struct wsdirhandle *dirhandle_of(const struct fuse_file_info *fi)
@@ -260,6 +268,10 @@ int workspace_opendir(struct workspace *ws, const char *rel, struct fuse_file_in
 	if (!dh)
 		return -ENOMEM;
 	dh->h.kind = FS_HANDLE_WSDIR;
+	dh->c = ws->c;
+	pthread_mutex_lock(&ws->c->lock);
+	dh->pinned = dir_pin(ws, rel);
+	pthread_mutex_unlock(&ws->c->lock);
 	fi->fh = (uint64_t)(uintptr_t)dh;
 	return 0;
 }
@@ -269,6 +281,11 @@ void workspace_releasedir(struct fuse_file_info *fi)
 	struct wsdirhandle *dh = dirhandle_of(fi);
 	if (!dh)
 		return;
+	if (dh->pinned) {
+		pthread_mutex_lock(&dh->c->lock);
+		dir_unpin(dh->pinned);
+		pthread_mutex_unlock(&dh->c->lock);
+	}
 	dirhandle_clear(dh);
 	free(dh);
 	fi->fh = 0;
@@ -431,12 +448,26 @@ static int file_for(struct workspace *ws, const char *rel, struct wsfile **out)
 		f->remote_exists = true;
 	} else {
 		file_expire_after_command(f);
+		if (file_needs_version(f) && !(f = file_supersede(f)))
+			return -EIO;
 	}
 	rc = file_ref(f);
 	if (rc < 0)
 		return rc;
 	*out = f;
 	return 0;
+}
+
+/* Another version of rel than f is still open (c->lock held). */
+static bool other_version_open(struct workspace *ws, const char *rel,
+			       const struct wsfile *f)
+{
+	if (!ws->old_versions_open)
+		return false;
+	for (const struct wsfile *v = ws->all; v; v = v->ws_next)
+		if (v != f && v->version_of && strcmp(v->version_of, rel) == 0)
+			return true;
+	return false;
 }
 
 /* Makes f's content readable for a new handle: present already, or a
@@ -518,8 +549,10 @@ int workspace_open(struct workspace *ws, const char *rel, struct fuse_file_info 
 	pthread_mutex_lock(&c->lock);
 	struct wsfile *f;
 	rc = file_for(ws, rel, &f);
-	if (rc == 0)
+	if (rc == 0) {
 		f->opens++;
+		f->writers += acc != O_RDONLY;
+	}
 	pthread_mutex_unlock(&c->lock);
 	if (rc < 0)
 		return rc;
@@ -538,18 +571,32 @@ int workspace_open(struct workspace *ws, const char *rel, struct fuse_file_info 
 	if (rc == 0)
 		rc = handle_new(f, fi, fe);
 	pthread_mutex_lock(&c->lock);
+	bool others = false, mixed = false;
 	if (rc < 0) {
 		cache_fetch_put(fe);
 		f->opens--;
+		f->writers -= acc != O_RDONLY;
+		if (f->opens == 0)
+			file_closed(f);
 		file_unref(f);
-	} else if (!fetched) {
-		c->n.hits++;
+	} else {
+		if (!fetched)
+			c->n.hits++;
+		/* The kernel keeps one page cache per name: while descriptors
+		 * of an older version read theirs through it, this one reads
+		 * past it; once they are gone, the pages they left are
+		 * dropped at the next open. */
+		others = other_version_open(ws, rel, f);
+		mixed = f->kernel_mixed;
+		if (!others)
+			f->kernel_mixed = false;
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (rc < 0)
 		return rc;
 	/* Pages the kernel holds are still right unless we fetched anew. */
-	fi->keep_cache = !fetched && !trunc;
+	fi->keep_cache = !fetched && !trunc && !mixed;
+	fi->direct_io = others;
 	/* A read-only descriptor never uploads at its close (workspace_flush
 	 * acts for descriptors that wrote, created or truncated): no FLUSH. */
 	fi->noflush = acc == O_RDONLY;
@@ -602,6 +649,7 @@ int workspace_create(struct workspace *ws, const char *rel, mode_t mode,
 	cache_set_dirty(f, true); /* even empty, it is uploaded at close */
 	f->wgen++;
 	f->opens++;
+	f->writers += (fi->flags & O_ACCMODE) != O_RDONLY; /* as release counts */
 	dir_upsert(ws, rel, 0, false, &f->mtime);
 	meta_drop(ws, rel);
 	if ((mode & 07777) != WS_FILE_MODE && c->cfg.exec)
@@ -612,6 +660,7 @@ int workspace_create(struct workspace *ws, const char *rel, mode_t mode,
 	if (rc < 0) {
 		pthread_mutex_lock(&c->lock);
 		f->opens--;
+		f->writers -= (fi->flags & O_ACCMODE) != O_RDONLY;
 		file_unref(f);
 		pthread_mutex_unlock(&c->lock);
 		return rc;
@@ -625,34 +674,62 @@ int workspace_read(struct fuse_file_info *fi, char *buf, size_t size, off_t off)
 	struct wshandle *h = handle_of(fi);
 	if (!h)
 		return -EBADF;
+	struct wsfile *f = h->f;
+	struct wscache *c = f->ws->c;
 	/* Opened while its content downloads: what has arrived is read at
 	 * once, the rest waited for; a failed download answers its error. */
-	struct wsfetch *fe = h->fetch;
+	struct wsfetch *fe = h->fetch, *refill = NULL;
 	uint64_t end = (uint64_t)off + size;
-	if (fe) {
-		int rc = cache_fetch_wait(fe, end);
-		if (rc < 0)
-			return rc;
-	}
 	size_t done = 0;
-	while (done < size) {
-		ssize_t n = pread(h->f->fd, buf + done, size - done, off + (off_t)done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return done ? (int)done : -errno;
-		if (n == 0)
+	int rc = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		/* Content fetched again into this same cache file (a descriptor
+		 * that may write keeps one copy, see file_needs_version): the
+		 * new content is read as it arrives, never a half of it. */
+		if (!refill && (!fe || __atomic_load_n(&fe->done, __ATOMIC_SEQ_CST)) &&
+		    __atomic_load_n(&f->fetch, __ATOMIC_SEQ_CST)) {
+			pthread_mutex_lock(&c->lock);
+			refill = f->fetch != fe ? f->fetch : NULL;
+			if (refill)
+				refill->refs++;
+			pthread_mutex_unlock(&c->lock);
+			if (refill)
+				fe = refill;
+		}
+		if (fe && (rc = cache_fetch_wait(fe, end)) < 0)
 			break;
-		done += (size_t)n;
+		done = 0;
+		while (done < size) {
+			ssize_t n =
+			    pread(f->fd, buf + done, size - done, off + (off_t)done);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0) {
+				rc = done ? 0 : -errno;
+				break;
+			}
+			if (n == 0)
+				break;
+			done += (size_t)n;
+		}
+		if (rc < 0 || done == size)
+			break;
+		if (fe) {
+			/* Cut short: the end of the file, or a download that
+			 * failed and emptied the cache file meanwhile. */
+			rc = cache_fetch_wait(fe, end);
+			break;
+		}
+		/* Cut short with no download known: one began meanwhile? */
+		if (!__atomic_load_n(&f->fetch, __ATOMIC_SEQ_CST))
+			break;
 	}
-	if (fe && done < size) {
-		/* Cut short: the end of the file, or a download that failed
-		 * and emptied the cache file meanwhile. */
-		int rc = cache_fetch_wait(fe, end);
-		if (rc < 0)
-			return rc;
+	if (refill) {
+		pthread_mutex_lock(&c->lock);
+		cache_fetch_put(refill);
+		pthread_mutex_unlock(&c->lock);
 	}
-	return (int)done;
+	return rc < 0 ? rc : (int)done;
 }
 
 int workspace_write(struct fuse_file_info *fi, const char *buf, size_t size, off_t off)
@@ -767,6 +844,9 @@ int workspace_release(struct fuse_file_info *fi)
 	struct wscache *c = f->ws->c;
 	pthread_mutex_lock(&c->lock);
 	f->opens--;
+	f->writers -= (h->flags & O_ACCMODE) != O_RDONLY;
+	if (f->opens == 0)
+		file_closed(f);
 	/* Written (mmap, or a writer whose flush was skipped) and not yet
 	 * handled: upload it now rather than wait for a retry. */
 	bool upload = f->opens == 0 && f->dirty && !f->pending && !f->unlinked;
@@ -839,6 +919,7 @@ int workspace_unlink(struct workspace *ws, const char *rel)
 		return -EISDIR;
 	struct wscache *c = ws->c;
 	pthread_mutex_lock(&c->lock);
+	ws_moves_wait(ws, rel);
 	struct wsattr a;
 	rc = lookup(ws, rel, &a);
 	struct wsfile *f = file_find(ws, rel);
@@ -850,15 +931,19 @@ int workspace_unlink(struct workspace *ws, const char *rel)
 	if (rc < 0)
 		return rc;
 
-	if (f) {
+	if (f)
 		pthread_mutex_lock(&f->mx);
-		upload_cancel(f);
-	}
 	pthread_mutex_lock(&c->lock);
+	/* Renamed meanwhile (a directory above it moved): not here now. */
+	if (f && (!f->path || strcmp(f->path, rel) != 0))
+		rc = -ENOENT;
 	char *url = ws->url ? strdup(ws->url) : NULL;
 	pthread_mutex_unlock(&c->lock);
+	if (f && rc == 0)
+		upload_cancel(f);
 	struct backend_error err;
-	rc = delete_remote(ws, url, rel, &err);
+	if (rc == 0)
+		rc = delete_remote(ws, url, rel, &err);
 	free(url);
 	pthread_mutex_lock(&c->lock);
 	if (rc == 0) {
@@ -937,6 +1022,7 @@ int workspace_mkdir(struct workspace *ws, const char *rel, mode_t mode)
 		return -EEXIST;
 	struct wscache *c = ws->c;
 	pthread_mutex_lock(&c->lock);
+	ws_moves_wait(ws, rel);
 	struct wsattr a;
 	rc = lookup(ws, rel, &a);
 	if (rc == -ENOENT) {
@@ -996,6 +1082,7 @@ int workspace_rmdir(struct workspace *ws, const char *rel)
 		return -EBUSY;
 	struct wscache *c = ws->c;
 	pthread_mutex_lock(&c->lock);
+	ws_moves_wait(ws, rel);
 	struct wsattr a;
 	rc = lookup(ws, rel, &a);
 	if (rc == 0 && !a.is_dir)
@@ -1061,7 +1148,12 @@ static int rename_file(struct workspace *ws, const char *from, const char *to)
 		return rc;
 
 	lock_two(f, g);
-	if (!f->present)
+	pthread_mutex_lock(&c->lock);
+	/* Renamed meanwhile (a directory above it moved): not here now. */
+	if (!f->path || strcmp(f->path, from) != 0)
+		rc = -ENOENT;
+	pthread_mutex_unlock(&c->lock);
+	if (rc == 0 && !f->present)
 		rc = cache_fetch(f);
 	/* Dirty data is saved under the old name first, so a failure leaves
 	 * every name as it was. */
@@ -1164,39 +1256,121 @@ static int copy_tree(struct workspace *ws, const char *url, const char *from,
 	return rc;
 }
 
+/* Whether rel is at or below a directory another thread is renaming. */
+static bool moved_by_other(const struct workspace *ws, const char *rel)
+{
+	pthread_t self = pthread_self();
+	for (const struct wsmove *m = ws->moves; m; m = m->next)
+		if (!pthread_equal(m->by, self) &&
+		    (strcmp(rel, m->dir) == 0 || ws_is_under(rel, m->dir)))
+			return true;
+	return false;
+}
+
+void ws_moves_wait(struct workspace *ws, const char *rel)
+{
+	while (moved_by_other(ws, rel))
+		pthread_cond_wait(&ws->c->cond, &ws->c->lock);
+}
+
+void file_moves_wait(struct wsfile *f)
+{
+	while (f->path && moved_by_other(f->ws, f->path))
+		pthread_cond_wait(&f->ws->c->cond, &f->ws->c->lock);
+}
+
+static int ptr_cmp(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The cached files below dir, each referenced, in the order their
+ * mutexes are taken (by address, as lock_two). c->lock held. */
+static int files_under(struct workspace *ws, const char *dir, struct wsfile ***out,
+		       size_t *nout)
+{
+	size_t n = 0, cap = 0;
+	struct wsfile **v = NULL;
+	for (struct wsfile *f = ws->all; f; f = f->ws_next) {
+		if (!f->path || !ws_is_under(f->path, dir))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			struct wsfile **p = realloc(v, cap * sizeof(*p));
+			if (!p)
+				goto fail;
+			v = p;
+		}
+		if (file_ref(f) < 0)
+			goto fail;
+		v[n++] = f;
+	}
+	if (n)
+		qsort(v, n, sizeof(*v), ptr_cmp);
+	*out = v;
+	*nout = n;
+	return 0;
+fail:
+	while (n)
+		file_unref(v[--n]);
+	free(v);
+	return -ENOMEM;
+}
+
+/* Whether a PUT of a file below dir is on its way (c->lock held). */
+static bool puts_under(const struct workspace *ws, const char *dir)
+{
+	for (const struct wsfile *f = ws->all; f; f = f->ws_next)
+		if (f->put_path && ws_is_under(f->put_path, dir))
+			return true;
+	return false;
+}
+
+/* Directory rename: mv in the sandbox, or a copy through the file API.
+ * Local changes below from are uploaded first. Then, until the rename
+ * ends, every other request for a path below from waits (ws->moves), and
+ * the PUTs already on their way end before the move: a close, a retry or
+ * a new file there uploads to the new name afterwards and never makes
+ * the old directory again. */
 static int rename_dir(struct workspace *ws, const char *from, const char *to,
 		      bool dst_exists)
 {
 	struct wscache *c = ws->c;
+	struct wsmove mv = {.dir = from, .by = pthread_self()};
+	struct wsfile **held = NULL;
+	size_t nheld = 0;
 	pthread_mutex_lock(&c->lock);
 	int rc = dst_exists ? dir_check_empty(ws, to) : 0;
 	char *url = ws->url ? strdup(ws->url) : NULL;
+	if (rc == 0 && !url)
+		rc = -ENOTCONN;
+	if (rc == 0)
+		rc = files_under(ws, from, &held, &nheld);
 	pthread_mutex_unlock(&c->lock);
-	if (rc < 0 || !url) {
-		free(url);
-		return rc < 0 ? rc : -ENOTCONN;
-	}
-	/* Local changes below it reach the server first. */
-	for (;;) {
-		struct wsfile *pick = NULL;
-		pthread_mutex_lock(&c->lock);
-		for (struct wsfile *f = ws->all; f; f = f->ws_next)
-			if (f->path && (f->dirty || f->pending) &&
-			    ws_is_under(f->path, from) && file_ref(f) == 0) {
-				pick = f;
-				break;
-			}
-		pthread_mutex_unlock(&c->lock);
-		if (!pick)
-			break;
-		rc = upload_now(pick, UPLOAD_DURABLE_FIRST);
-		unref(pick);
-		if (rc < 0) {
-			free(url);
-			return rc;
+	/* One pass: what is written after it is uploaded to the new name. */
+	for (size_t i = 0; i < nheld; i++) {
+		if (rc == 0) {
+			pthread_mutex_lock(&held[i]->mx);
+			rc = upload_locked(held[i], UPLOAD_DURABLE_FIRST);
+			pthread_mutex_unlock(&held[i]->mx);
 		}
+		unref(held[i]);
 	}
-	if (c->cfg.exec) {
+	free(held);
+	if (rc < 0) {
+		free(url);
+		return rc;
+	}
+	pthread_mutex_lock(&c->lock);
+	mv.next = ws->moves;
+	ws->moves = &mv;
+	while (puts_under(ws, from))
+		pthread_cond_wait(&c->cond, &c->lock);
+	pthread_mutex_unlock(&c->lock);
+	if (rc < 0) {
+		/* nothing moved */
+	} else if (c->cfg.exec) {
 		char *qf = ws_shell_quote(from), *qt = ws_shell_quote(to), *cmd = NULL;
 		if (qf && qt &&
 		    asprintf(&cmd, "%s%s%s mv -- %s %s", dst_exists ? "rmdir -- " : "",
@@ -1221,6 +1395,7 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 	free(url);
 	pthread_mutex_lock(&c->lock);
 	if (rc == 0) {
+		/* Every file below from follows, those made meanwhile too. */
 		size_t nfrom = strlen(from);
 		for (struct wsfile *f = ws->all; f; f = f->ws_next) {
 			if (!f->path || !ws_is_under(f->path, from))
@@ -1232,6 +1407,11 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 					file_detach(old);
 				file_set_path(f, np);
 				free(np);
+				/* An intent journaled meanwhile names the old path:
+				 * the next upload journals a new one (wgen is never
+				 * UINT64_MAX). */
+				if (f->upload_id)
+					f->intent_gen = UINT64_MAX;
 			}
 		}
 		meta_move(ws, from, to);
@@ -1247,6 +1427,12 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 	if (tp)
 		dir_stale(ws, tp);
 	free(tp);
+	for (struct wsmove **p = &ws->moves; *p; p = &(*p)->next)
+		if (*p == &mv) {
+			*p = mv.next;
+			break;
+		}
+	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
@@ -1273,6 +1459,8 @@ int workspace_rename(struct workspace *ws, const char *from, const char *to,
 		return -EINVAL;
 	struct wscache *c = ws->c;
 	pthread_mutex_lock(&c->lock);
+	ws_moves_wait(ws, from);
+	ws_moves_wait(ws, to);
 	struct wsattr src, dst;
 	rc = lookup(ws, from, &src);
 	int drc = rc == 0 ? lookup(ws, to, &dst) : 0;

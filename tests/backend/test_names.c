@@ -54,6 +54,23 @@ static void paths(void)
 	CHECK(!backend_path_valid("a/../b"));
 	CHECK(!backend_path_valid("./a"));
 	CHECK(!backend_path_valid("a/\x01"));
+
+	/* A path as long as the kernel gives (4095 bytes, 250-byte names)
+	 * and a name below it; one byte more is refused. */
+	char deep[BACKEND_PATH_MAX + 2];
+	size_t n = 0;
+	while (n + 251 <= BACKEND_PATH_MAX + 1) {
+		memset(deep + n, 'd', 250);
+		deep[n + 250] = '/';
+		n += 251;
+	}
+	memset(deep + n, 'f', BACKEND_PATH_MAX - n);
+	deep[BACKEND_PATH_MAX] = '\0';
+	CHECK(strlen(deep) == BACKEND_PATH_MAX && BACKEND_PATH_MAX >= 4095 + 17);
+	CHECK(backend_path_valid(deep));
+	deep[BACKEND_PATH_MAX] = 'f';
+	deep[BACKEND_PATH_MAX + 1] = '\0';
+	CHECK(!backend_path_valid(deep));
 }
 
 static void encoding(void)

@@ -35,9 +35,10 @@ static void test_options(void)
 	}
 	const char *a1[] = {"sandboxfs", "-f", "-o",
 			    "_netdev,auto,nofail,rw,defaults,timeout=5,pool=p,"
-			    "max_runs=3,cache_max=2M,show_machinery",
+			    "max_runs=3,cache_max=2M,listing_max=1M,show_machinery",
 			    mnt};
 	CHECK(parse(&o, 5, a1) == 0);
+	CHECK(o.listing_max_bytes == 1u << 20);
 	CHECK(o.timeout == 5);
 	CHECK(strcmp(o.pool, "p") == 0);
 	CHECK(o.max_runs == 3);
@@ -51,6 +52,7 @@ static void test_options(void)
 	CHECK(parse(&o, 2, a2) == 0);
 	CHECK(o.timeout == 60 && o.max_runs == 100 && o.max_threads >= 20);
 	CHECK(o.listing_ttl_ms == 1000 && o.pool && strcmp(o.pool, "default") == 0);
+	CHECK(o.listing_max_bytes == 64u << 20);
 	fs_options_free(&o);
 
 	const char *a3[] = {"sandboxfs", "-o", "timeout=-1", mnt};
@@ -61,6 +63,9 @@ static void test_options(void)
 	fs_options_free(&o);
 	const char *a5[] = {"sandboxfs", "--local", "-o", "orchestrator=http://h", mnt};
 	CHECK(parse(&o, 5, a5) < 0);
+	fs_options_free(&o);
+	const char *a6[] = {"sandboxfs", "-o", "listing_max=1", mnt};
+	CHECK(parse(&o, 4, a6) < 0);
 	fs_options_free(&o);
 }
 

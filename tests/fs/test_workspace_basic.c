@@ -4,12 +4,17 @@
  * truncate, rename, mkdir/rmdir, unlink of open files, names, modes,
  * invalidation. Every result is checked on the server side.
  */
+#include <pthread.h>
 #include <sys/statvfs.h>
 
 #include "wstest.h"
 
 static struct srv S;
 static struct backend *B;
+
+/* Called once after the next command ran in the sandbox and before its
+ * answer is handed back (the window in which a slow answer is on its way). */
+static void (*after_exec)(void);
 
 /* The exec callback of a mount, reduced to a direct POST /execute. */
 static int test_exec(void *ctx, const char *id, const char *command, int *exit_code)
@@ -22,6 +27,10 @@ static int test_exec(void *ctx, const char *id, const char *command, int *exit_c
 	*exit_code = r.exit_code;
 	backend_exec_result_clear(&r);
 	(*(int *)ctx)++;
+	void (*hook)(void) = after_exec;
+	after_exec = NULL;
+	if (hook)
+		hook();
 	return 0;
 }
 
@@ -341,6 +350,60 @@ static void test_invalidate(struct workspace *ws)
 	free(s);
 }
 
+/* A descriptor of a file below a directory being renamed, closed by
+ * another thread while the mv has run and its answer has not come back:
+ * the upload waits for the rename and goes to the new name, and the old
+ * directory is never made again on the server. (Through a mount, libfuse
+ * orders a close after a rename of a directory above it; the retry thread
+ * and the workspace core's other callers have no such lock.) */
+static struct fuse_file_info race_fi;
+static pthread_t race_thread;
+static int race_flush = 1;
+static bool race_done;
+static pthread_mutex_t race_mx = PTHREAD_MUTEX_INITIALIZER;
+
+static void *race_close(void *arg)
+{
+	int w = workspace_write(&race_fi, "+second", 7, 5);
+	int rc = workspace_flush(&race_fi);
+	pthread_mutex_lock(&race_mx);
+	race_flush = w == 7 ? rc : -EIO;
+	race_done = true;
+	pthread_mutex_unlock(&race_mx);
+	return arg;
+}
+
+static bool race_finished(void *arg)
+{
+	pthread_mutex_lock(&race_mx);
+	bool d = race_done;
+	pthread_mutex_unlock(&race_mx);
+	return d;
+}
+
+static void race_during_mv(void)
+{
+	CHECK(srv_exists(&S, "race2/open") && !srv_exists(&S, "race1")); /* moved */
+	CHECK_EQ(pthread_create(&race_thread, NULL, race_close, NULL), 0);
+	/* Long enough for an upload that does not wait to be done. */
+	wait_for(race_finished, NULL, 2000);
+}
+
+static void test_rename_race(struct workspace *ws)
+{
+	CHECK_EQ(workspace_mkdir(ws, "race1", 0755), 0);
+	race_fi = (struct fuse_file_info){.flags = O_RDWR | O_CREAT};
+	CHECK_EQ(workspace_create(ws, "race1/open", 0644, &race_fi), 0);
+	CHECK_EQ(workspace_write(&race_fi, "first", 5, 0), 5);
+	after_exec = race_during_mv;
+	CHECK_EQ(workspace_rename(ws, "race1", "race2", 0), 0);
+	CHECK_EQ(pthread_join(race_thread, NULL), 0);
+	CHECK_EQ(race_flush, 0);
+	workspace_release(&race_fi);
+	CHECK(srv_has(&S, "race2/open", "first+second"));
+	CHECK(!srv_exists(&S, "race1"));
+}
+
 static void test_modes(struct workspace *ws, struct workspace *ws_noexec, int *execs)
 {
 	struct stat st;
@@ -515,6 +578,7 @@ int main(int argc, char **argv)
 	test_hostile_listing(ws);
 	test_invalidate(ws);
 	test_modes(ws2, ws, &execs2);
+	test_rename_race(ws2);
 
 	char *buf = NULL;
 	size_t len = 0;

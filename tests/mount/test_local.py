@@ -84,7 +84,7 @@ def test_help_and_version():
     p = run("--help")
     assert p.returncode == 0
     for opt in ("orchestrator=URL", "token_file=PATH", "pool=NAME", "sandboxes=PATH",
-                "state=DIR", "timeout=SECONDS", "listing_ttl", "attr_timeout", "cache_max",
+                "state=DIR", "timeout=SECONDS", "listing_ttl", "attr_timeout", "cache_max", "listing_max",
                 "max_runs", "max_threads", "show_machinery", "allow_other", "--local",
                 "--check", "--dump-journal", "-f", "-d", "-s", "--version"):
         assert opt in p.stdout, opt
