@@ -684,7 +684,8 @@ static void workspace_invalidate_pass(struct workspace *ws)
 			n++;                                                             \
 	} while (0)
 	for (struct wsfile *f = ws->all; f; f = f->ws_next)
-		if (f->path && !f->dirty && (f->opens > 0 || kernel_may_hold(c, &f->shown_ms)))
+		if (f->path && !f->dirty &&
+		    (f->opens > 0 || kernel_may_hold(c, &f->shown_ms)))
 			ADD_PATH(strdup(f->path));
 	for (size_t i = 0; i < ws->dirs.nb && !full; i++)
 		for (struct hlink *l = ws->dirs.b[i]; l && !full; l = l->next) {
@@ -861,6 +862,64 @@ int workspace_before_command(struct workspace *ws, char *why, size_t whylen)
 
 /* Keeps the cache file of path for the user under BASE/ID/path (base:
  * the rescue or the incomplete directory). */
+/* Links cache_file at dest, or dest.1, dest.2, ... when taken. */
+static int rescue_link(const char *cache_file, const char *dest)
+{
+	char *try = strdup(dest);
+	int rc = try ? 0 : -ENOMEM;
+	for (int i = 1; try && link(cache_file, try) < 0; i++) {
+		if (errno != EEXIST || i > 1000) {
+			rc = -errno;
+			break;
+		}
+		free(try);
+		if (asprintf(&try, "%s.%d", dest, i) < 0) {
+			try = NULL;
+			rc = -ENOMEM;
+		}
+	}
+	free(try);
+	return rc;
+}
+
+/* A workspace path deeper than the local file system takes under base
+ * (PATH_MAX) is kept flat: DIR/long-path-N with its path in
+ * DIR/long-path-N.path, so no data is lost for want of a name. */
+static int rescue_keep_flat(const char *dir, const char *path, const char *cache_file)
+{
+	int rc = mkdir_p(dir, 0700);
+	for (int i = 1; rc == 0 && i <= 100000; i++) {
+		char *dest = NULL, *note = NULL;
+		if (asprintf(&dest, "%s/long-path-%d", dir, i) < 0 ||
+		    asprintf(&note, "%s.path", dest) < 0) {
+			free(dest);
+			return -ENOMEM;
+		}
+		int fd = open(note, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			rc = errno == EEXIST ? 0 : -errno;
+		} else {
+			size_t len = strlen(path);
+			bool ok = write(fd, path, len) == (ssize_t)len &&
+				  write(fd, "\n", 1) == 1;
+			close(fd);
+			rc = ok ? (link(cache_file, dest) < 0 ? -errno : 0) : -EIO;
+			if (rc == 0) {
+				free(dest);
+				free(note);
+				return 0;
+			}
+			unlink(note);
+		}
+		free(dest);
+		free(note);
+	}
+	return rc ? rc : -EEXIST;
+}
+
+/* Keeps a cache file under base/ID/PATH (rescue or incomplete) and removes
+ * it from the cache. *dir_out: base/ID. Nonzero: nothing was kept, and
+ * the cache file is still there. */
 static int rescue_keep(const char *base, const char *id, const char *path,
 		       const char *cache_file, char **dir_out)
 {
@@ -874,22 +933,10 @@ static int rescue_keep(const char *base, const char *id, const char *path,
 	*slash = '\0';
 	int rc = mkdir_p(dest, 0700);
 	*slash = '/';
-	if (rc == 0) {
-		char *try = strdup(dest);
-		for (int i = 1; try && link(cache_file, try) < 0; i++) {
-			if (errno != EEXIST || i > 1000) {
-				rc = -errno;
-				break;
-			}
-			free(try);
-			try = NULL;
-			if (asprintf(&try, "%s.%d", dest, i) < 0)
-				try = NULL;
-		}
-		if (!try)
-			rc = -ENOMEM;
-		free(try);
-	}
+	if (rc == 0)
+		rc = rescue_link(cache_file, dest);
+	if (rc == -ENAMETOOLONG)
+		rc = rescue_keep_flat(dir, path, cache_file);
 	if (rc == 0)
 		unlink(cache_file);
 	free(dest);
@@ -965,16 +1012,25 @@ void workspace_sandbox_gone(struct workspace *ws)
 	pthread_mutex_unlock(&c->lock);
 	char *dir = NULL;
 	for (size_t i = 0; i < k; i++) {
+		bool kept = false;
 		if (items[i].cache && items[i].path) {
 			char *d = NULL;
-			if (rescue_keep(c->rescue_dir, ws->id, items[i].path,
-					items[i].cache, &d) == 0 &&
-			    !dir)
+			int krc = rescue_keep(c->rescue_dir, ws->id, items[i].path,
+					      items[i].cache, &d);
+			kept = krc == 0;
+			if (!kept)
+				ws_log(
+				    ws,
+				    "error: an unsaved file of a sandbox that is gone "
+				    "could not be kept for rescue (%s); its upload stays "
+				    "journaled",
+				    strerror(-krc));
+			if (kept && !dir)
 				dir = d;
 			else
 				free(d);
 		}
-		if (c->cfg.journal && items[i].id) {
+		if (c->cfg.journal && items[i].id && kept) {
 			struct journal_record r = {
 			    .kind = JOURNAL_UPLOAD_ABANDONED,
 			    .sandbox = ws->id,
@@ -1186,9 +1242,19 @@ int wscache_restore(struct wscache *c, const struct journal_state *st)
 			if (sb->state == JOURNAL_SB_GONE && !missing) {
 				/* Every version is kept for the user. */
 				char *dir = NULL;
-				rescue_keep(c->rescue_dir, sb->id, u->path, u->cache_file,
-					    &dir);
+				int krc = rescue_keep(c->rescue_dir, sb->id, u->path,
+						      u->cache_file, &dir);
 				free(dir);
+				if (krc < 0) {
+					fprintf(stderr,
+						"sandboxfs: workspace of %s: error: an "
+						"unsaved "
+						"file could not be kept for rescue (%s); "
+						"it stays "
+						"journaled\n",
+						sb->id, strerror(-krc));
+					continue;
+				}
 				restore_abandon(
 				    c, sb->id, u->upload_id,
 				    "the sandbox is gone; data kept for rescue");

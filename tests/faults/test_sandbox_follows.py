@@ -14,6 +14,8 @@ import re
 import sys
 import threading
 import time
+
+import pytest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
@@ -212,3 +214,50 @@ def test_remount_sends_pending_uploads_to_the_new_url(mounts):
         orch.stop()
         old.cleanup()
         new.cleanup()
+
+
+def test_vanished_sandbox_keeps_a_deep_unsaved_file(mounts):
+    """A pending file whose path is too deep to be rebuilt under the state
+    directory (PATH_MAX) is still kept for rescue: flat, beside a note of
+    its path. Nothing is abandoned that was not kept."""
+    mounts.allow += ALLOW
+    orch = Orchestrator()
+    old = sbx.Server(faults=True).start()
+    try:
+        orch.serve(old.url)
+        m = fake_mount(mounts, orch)
+        m.secrets.append(old.url)
+        ws = m.path("sbx1", "workspace")
+        # 16 directories of 250 bytes: a workspace path of 4,024 bytes,
+        # over PATH_MAX below the state directory
+        names = [f"{i:02d}" + "d" * 248 for i in range(16)]
+        dfd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for n in names:
+                os.mkdir(n, dir_fd=dfd)
+                nfd = os.open(n, os.O_RDONLY | os.O_DIRECTORY, dir_fd=dfd)
+                os.close(dfd)
+                dfd = nfd
+            os.listdir(dfd)
+            sbx.set_faults(old.url, error_rate=1.0, routes="files")
+            fd = os.open("deep.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=dfd)
+            os.write(fd, b"deep and unsaved\n")
+            with pytest.raises(OSError) as e:
+                os.close(fd)
+            assert e.value.errno == errno.EIO
+        finally:
+            os.close(dfd)
+        orch.serve(None)
+        time.sleep(TTL_S + 0.2)
+        h = health(m)
+        kept = re.search(r"data of gone sandbox sbx1 is kept in (\S+)", h)
+        assert kept, h
+        notes = list(Path(kept.group(1)).glob("long-path-*.path"))
+        assert len(notes) == 1, notes
+        want = "/".join(names + ["deep.txt"])
+        assert notes[0].read_text() == want + "\n"
+        assert Path(str(notes[0])[:-len(".path")]).read_bytes() == b"deep and unsaved\n"
+        assert "uploads pending" not in h, h
+    finally:
+        orch.stop()
+        old.cleanup()
