@@ -386,8 +386,9 @@ static void *fs_job_main(void *arg)
 	return NULL;
 }
 
-/* Joins the command threads that have finished. */
-static void fs_workers_reap(struct fs_mount *m)
+/* Joins the command threads that have finished, up to 64 of them;
+ * returns how many it joined. */
+static size_t fs_workers_reap(struct fs_mount *m)
 {
 	pthread_t done[64];
 	size_t n = 0;
@@ -403,6 +404,7 @@ static void fs_workers_reap(struct fs_mount *m)
 	pthread_mutex_unlock(&m->lock);
 	for (size_t i = 0; i < n; i++)
 		pthread_join(done[i], NULL);
+	return n;
 }
 
 /* Starts a command thread, registered for joining. */
@@ -697,6 +699,8 @@ int fs_command_drain(struct fs_mount *m, int seconds)
 {
 	for (int i = 0; i < seconds * 20 && atomic_load(&m->workers) > 0; i++)
 		usleep(50000);
-	fs_workers_reap(m);
+	/* every finished thread is joined before the backend goes */
+	while (fs_workers_reap(m) > 0)
+		;
 	return atomic_load(&m->workers);
 }
