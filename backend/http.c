@@ -37,6 +37,7 @@
 
 #include "backend_i.h"
 #include "backend_json_i.h"
+#include "common/clock.h"
 
 /* Error answers (non-2xx) are kept only this far, for their "error". */
 #define ERROR_BODY_MAX (64 * 1024)
@@ -529,14 +530,6 @@ static void count_latency(struct backend *b, uint64_t us)
 	backend_add(&b->latency[i], 1);
 }
 
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 static bool header_safe(const char *s)
 {
 	for (; *s; s++)
@@ -668,7 +661,7 @@ enum backend_status backend_http(struct backend *b, struct backend_req *r,
 	struct curl_slist *hdrs = NULL;
 	enum backend_status st;
 	char *url = NULL;
-	uint64_t t0 = now_us();
+	uint64_t t0 = common_now_us();
 	CURLcode rc;
 
 	r->http_status = 0;
@@ -795,7 +788,7 @@ enum backend_status backend_http(struct backend *b, struct backend_req *r,
 out:
 	if (st != BACKEND_OK)
 		backend_add(&b->errors, 1);
-	count_latency(b, now_us() - t0);
+	count_latency(b, common_now_us() - t0);
 	curl_slist_free_all(hdrs);
 	free(x.buf);
 	free(x.unix_socket);

@@ -73,7 +73,7 @@ struct wsfile *file_new(struct workspace *ws, const char *path, const char *adop
 	} else {
 		char name[64];
 		snprintf(name, sizeof(name), "%016" PRIx64 "-%08x",
-			 ws_now_ms() * 1000 + c->name_seq++,
+			 common_now_ms() * 1000 + c->name_seq++,
 			 (unsigned)rand_r(&c->rand_state));
 		f->cache_path = ws_join(c->files_dir, name);
 	}
@@ -327,11 +327,7 @@ int cache_fetch_begin(struct wsfile *f, struct wsfetch **out)
 	struct wsfetch *fe = calloc(1, sizeof(*fe));
 	if (!fe)
 		return -ENOMEM;
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&fe->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	common_cond_init(&fe->cond);
 
 	pthread_mutex_lock(&c->lock);
 	int rc = 0;
@@ -554,7 +550,7 @@ static bool interrupted_wait(struct wsfetch *fe, struct wscache *c)
 	if (fuse_interrupted())
 		return true;
 	struct timespec ts;
-	ws_deadline_in(&ts, 100);
+	common_deadline_in(&ts, 100);
 	pthread_cond_timedwait(&fe->cond, &c->lock, &ts);
 	return false;
 }

@@ -307,7 +307,7 @@ static void fs_job_finish(struct fs_job *job, enum backend_status st,
 	struct fs_run *run = fs_sandbox_run(sb, job->seq);
 	if (run) {
 		run->status = status;
-		run->ended_ms = fs_now_ms();
+		run->ended_ms = common_wall_ms();
 		run->result_errno = -result;
 		if (st == BACKEND_OK) {
 			run->exit_code = res->exit_code;
@@ -454,7 +454,7 @@ static void fs_run_abort(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq
 	struct fs_run *run = fs_sandbox_run(sb, seq);
 	if (run) {
 		run->status = FS_RUN_FAILED;
-		run->ended_ms = fs_now_ms();
+		run->ended_ms = common_wall_ms();
 		run->result_errno = errnum;
 		fs_set_str(&run->error, why);
 	}
@@ -546,7 +546,7 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	run->command = run_command;
 	run->timeout_s = timeout_s;
 	run->status = FS_RUN_RUNNING;
-	run->started_ms = fs_now_ms();
+	run->started_ms = common_wall_ms();
 	char *url = fs_strdup0(sb->url);
 	pthread_mutex_unlock(&m->lock);
 	atomic_fetch_add(&m->n.commands, 1);

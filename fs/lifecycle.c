@@ -103,7 +103,7 @@ int fs_orch_refresh(struct fs_mount *m, bool force)
 {
 	if (!m->have_orch)
 		return 0;
-	uint64_t now = fs_now_ms();
+	uint64_t now = common_wall_ms();
 	pthread_mutex_lock(&m->lock);
 	bool fresh =
 	    m->list_try_ms && now - m->list_try_ms < (uint64_t)m->opt.listing_ttl_ms;
@@ -123,7 +123,7 @@ int fs_orch_refresh(struct fs_mount *m, bool force)
 		return last;
 	}
 
-	uint64_t start = fs_now_ms();
+	uint64_t start = common_wall_ms();
 	struct backend_sandbox_list l = {0};
 	struct backend_error err = {0};
 	enum backend_status st = backend_orch_list(m->backend, &m->orch, &l, &err);
@@ -279,7 +279,7 @@ static int fs_create_settle(struct fs_mount *m, struct fs_sandbox *sb,
 	}
 	fs_set_str(&sb->pool, s->pool);
 	fs_set_str(&sb->image, s->image);
-	sb->listed_ms = fs_now_ms();
+	sb->listed_ms = common_wall_ms();
 	pthread_mutex_unlock(&m->lock);
 	return res;
 }
@@ -383,7 +383,7 @@ int fs_sandbox_create(struct fs_mount *m, const char *id, const char *pool,
 	sb->attached = false;
 	sb->lifecycle_busy = true;
 	sb->state = FS_SB_CREATING;
-	sb->created_ms = fs_now_ms();
+	sb->created_ms = common_wall_ms();
 	sb->listed_ms = 0;
 	sb->journaled = false;
 	fs_set_str(&sb->url, NULL);
@@ -588,7 +588,7 @@ int fs_sandbox_attach(struct fs_mount *m, const char *id, const char *url)
 	sb->in_journal_state = true;
 	sb->state = FS_SB_READY;
 	if (!sb->created_ms)
-		sb->created_ms = fs_now_ms();
+		sb->created_ms = common_wall_ms();
 	(void)fs_set_str(&sb->last_error, NULL);
 	pthread_mutex_unlock(&m->lock);
 	atomic_fetch_add(&m->n.attaches, 1);

@@ -222,7 +222,7 @@ static bool shown_recently(const struct wscache *c, uint64_t shown_ms, uint64_t 
  * that it may still hold go to *sp (to be invalidated there). */
 static void dir_evict(struct wscache *c, struct wsdir *keep, struct shown_paths *sp)
 {
-	uint64_t now = ws_now_ms();
+	uint64_t now = common_now_ms();
 	for (int hot = 0; hot < 2; hot++) {
 		struct wsdir *d = c->dir_lru_head;
 		while (d && c->listing_bytes > c->cfg.listing_max_bytes) {
@@ -272,7 +272,7 @@ static void dir_trim(struct wscache *c, struct wsdir *d)
 static bool dir_fresh(const struct workspace *ws, const struct wsdir *d)
 {
 	return d->loaded && d->fetched_ms && d->epoch == ws->epoch &&
-	       ws_now_ms() - d->fetched_ms < (uint64_t)ws->c->cfg.listing_ttl_ms;
+	       common_now_ms() - d->fetched_ms < (uint64_t)ws->c->cfg.listing_ttl_ms;
 }
 
 /* Local names the server does not list yet: files created here and not
@@ -355,7 +355,7 @@ static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **
 		if (!d->fetching)
 			break;
 		struct timespec ts;
-		ws_deadline_in(&ts, 1000);
+		common_deadline_in(&ts, 1000);
 		pthread_cond_timedwait(&c->cond, &c->lock, &ts);
 	}
 	if (!ws->url) {
@@ -472,7 +472,7 @@ static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **
 	backend_listing_clear(&l);
 	/* An upload or delete here that finished during the fetch may be
 	 * missing from (or still in) the answer: not fresh then. */
-	d->fetched_ms = d->raced ? 0 : ws_now_ms();
+	d->fetched_ms = d->raced ? 0 : common_now_ms();
 	d->epoch = epoch;
 	dir_trim(c, d);
 	*out = d;
@@ -536,7 +536,7 @@ void dir_set_empty(struct workspace *ws, const char *path)
 		dir_clear(nd);
 		nd->err = 0;
 		nd->loaded = true;
-		nd->fetched_ms = ws_now_ms();
+		nd->fetched_ms = common_now_ms();
 		nd->epoch = ws->epoch;
 	}
 }

@@ -285,7 +285,7 @@ int main(int argc, char *argv[])
 	pthread_mutex_init(&m->list_lock, NULL);
 	m->uid = getuid();
 	m->gid = getgid();
-	m->mount_ms = fs_now_ms();
+	m->mount_ms = common_wall_ms();
 
 	if (fs_options_parse(&args, &m->opt) < 0) {
 		ret = 2;

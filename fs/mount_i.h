@@ -22,6 +22,7 @@
 #include <sys/types.h>
 
 #include "backend.h"
+#include "common/clock.h"
 #include "journal.h"
 #include "options_i.h"
 #include "workspace.h"
@@ -140,7 +141,6 @@ struct fs_mount {
 
 extern struct fs_mount *fs_mount_global;
 
-uint64_t fs_now_ms(void);
 /* strdup that takes NULL (and gives NULL); NULL also when out of memory,
  * so a caller that needs the copy checks `s && !copy`. Never aborts: the
  * model is changed from inside FUSE operations. */

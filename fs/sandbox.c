@@ -13,13 +13,6 @@
 
 struct fs_mount *fs_mount_global;
 
-uint64_t fs_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 char *fs_strdup0(const char *s)
 {
 	if (!s)

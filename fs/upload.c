@@ -97,7 +97,7 @@ void upload_schedule(struct wsfile *f, int err)
 		delay = RETRY_CAP_MS;
 	/* Jitter: 75%..125% of the delay, so retries of many files spread. */
 	delay = delay * 3 / 4 + (uint64_t)rand_r(&c->rand_state) % (delay / 2 + 1);
-	f->next_try_ms = ws_now_ms() + delay;
+	f->next_try_ms = common_now_ms() + delay;
 	pthread_cond_broadcast(&c->cond);
 }
 
@@ -379,7 +379,7 @@ static struct wsfile *next_due(struct wscache *c, uint64_t *wait_ms)
 			    (!best || f->next_try_ms < best->next_try_ms))
 				best = f;
 	}
-	uint64_t now = ws_now_ms();
+	uint64_t now = common_now_ms();
 	*wait_ms = 1000;
 	if (best && best->next_try_ms > now) {
 		if (best->next_try_ms - now < *wait_ms)
@@ -398,7 +398,7 @@ void *upload_thread(void *arg)
 		struct wsfile *f = next_due(c, &wait_ms);
 		if (!f) {
 			struct timespec ts;
-			ws_deadline_in(&ts, wait_ms);
+			common_deadline_in(&ts, wait_ms);
 			pthread_cond_timedwait(&c->cond, &c->lock, &ts);
 			continue;
 		}
@@ -424,7 +424,7 @@ void *upload_thread(void *arg)
 		} else {
 			/* Busy with a user operation, which uploads it anyway. */
 			pthread_mutex_lock(&c->lock);
-			f->next_try_ms = ws_now_ms() + RETRY_BASE_MS;
+			f->next_try_ms = common_now_ms() + RETRY_BASE_MS;
 		}
 		file_unref(f);
 	}

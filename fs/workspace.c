@@ -21,24 +21,6 @@
 
 /* --- small helpers ----------------------------------------------------------*/
 
-uint64_t ws_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-void ws_deadline_in(struct timespec *ts, uint64_t ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += (time_t)(ms / 1000);
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 int ws_check_path(const char *rel)
 {
 	if (!rel)
@@ -355,11 +337,7 @@ struct wscache *wscache_new(const struct wscache_config *cfg)
 	chmod(c->cache_dir, 0700);
 	chmod(c->files_dir, 0700);
 	pthread_mutex_init(&c->lock, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	common_cond_init(&c->cond);
 	c->rand_state = (unsigned)time(NULL) ^ (unsigned)getpid();
 	return c;
 }
@@ -435,7 +413,7 @@ static int flush_all(struct wscache *c, struct workspace *only, uint64_t budget_
 		     bool due_only, char *stuck, size_t stuck_len)
 {
 	int failed = 0;
-	uint64_t deadline = ws_now_ms() + budget_ms;
+	uint64_t deadline = common_now_ms() + budget_ms;
 	if (stuck && stuck_len)
 		stuck[0] = '\0';
 	pthread_mutex_lock(&c->lock);
@@ -446,7 +424,7 @@ static int flush_all(struct wscache *c, struct workspace *only, uint64_t budget_
 	for (struct workspace *ws = due_only ? c->wss : NULL; ws; ws = ws->next) {
 		if ((only && ws != only) || ws->gone)
 			continue;
-		uint64_t now = ws_now_ms();
+		uint64_t now = common_now_ms();
 		for (struct wsfile *f = ws->all; f; f = f->ws_next)
 			if (f->pending && !f->unlinked && f->path &&
 			    f->next_try_ms > now) {
@@ -459,7 +437,7 @@ static int flush_all(struct wscache *c, struct workspace *only, uint64_t budget_
 		return failed;
 	}
 	for (;;) {
-		if (ws_now_ms() > deadline) {
+		if (common_now_ms() > deadline) {
 			for (struct workspace *ws = c->wss; ws; ws = ws->next)
 				for (struct wsfile *f = ws->all; f; f = f->ws_next)
 					if ((!only || ws == only) && !ws->gone &&
@@ -652,7 +630,7 @@ static bool kernel_may_hold(struct wscache *c, uint64_t *shown_ms)
 	if (!at)
 		return false;
 	*shown_ms = 0;
-	return ws_now_ms() - at <= (uint64_t)c->cfg.attr_timeout_ms + margin_ms;
+	return common_now_ms() - at <= (uint64_t)c->cfg.attr_timeout_ms + margin_ms;
 }
 
 /* Tells the kernel to drop what it holds of every path this mount showed
@@ -967,7 +945,7 @@ void workspace_set_url(struct workspace *ws, const char *url)
 		/* What waits for the sandbox is tried at its new place now. */
 		for (struct wsfile *f = ws->all; f; f = f->ws_next)
 			if (f->pending && !f->permanent)
-				f->next_try_ms = ws_now_ms();
+				f->next_try_ms = common_now_ms();
 		dir_stale_all(ws);
 	}
 	pthread_cond_broadcast(&c->cond);
@@ -1353,7 +1331,7 @@ int wscache_restore(struct wscache *c, const struct journal_state *st)
 			f->wgen = 1;
 			f->intent_gen = 1;
 			f->intent_synced = true;
-			f->next_try_ms = ws_now_ms();
+			f->next_try_ms = common_now_ms();
 			f->mtime.tv_sec = sb_st.st_mtim.tv_sec;
 			f->mtime.tv_nsec = sb_st.st_mtim.tv_nsec;
 			pthread_cond_broadcast(&c->cond);

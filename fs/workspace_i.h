@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "handle.h"
 #include "workspace.h"
 
@@ -271,10 +272,6 @@ struct wscache {
 
 /* --- helpers shared by the files ------------------------------------------*/
 
-uint64_t ws_now_ms(void); /* monotonic */
-/* *ts = ms from now on CLOCK_MONOTONIC, the clock of c->cond and of a
- * download's cond, for pthread_cond_timedwait. */
-void ws_deadline_in(struct timespec *ts, uint64_t ms);
 int ws_check_path(const char *rel);
 /* ws_check_path, and hidden machinery of the root is not there (ENOENT). */
 int ws_check(const struct workspace *ws, const char *rel);

@@ -23,7 +23,7 @@ struct wsattr {
 /* Records that the kernel is told f's attributes now (c->lock held). */
 static void file_shown(struct wsfile *f)
 {
-	f->shown_ms = ws_now_ms();
+	f->shown_ms = common_now_ms();
 	f->shown_once = true;
 }
 
@@ -32,7 +32,7 @@ static void entry_shown(struct wsdir *d, struct wsentry *e, struct wsattr *a)
 {
 	if (a && e->shown_once && e->shown_dir != e->is_dir)
 		a->type_changed = true;
-	d->shown_ms = e->shown_ms = ws_now_ms();
+	d->shown_ms = e->shown_ms = common_now_ms();
 	e->shown_dir = e->is_dir;
 	e->shown_once = true;
 }

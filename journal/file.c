@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "journal_i.h"
 
 #define DEFAULT_COMPACT_BYTES (16u << 20)
@@ -392,7 +393,7 @@ static int mark_unknown(struct journal *j, size_t *count)
 	for (size_t i = 0; i < n; i++) {
 		v[i].sandbox = strdup(v[i].sandbox);
 		v[i].error = strdup(UNKNOWN_WHY);
-		v[i].time_ms = journal_now_ms();
+		v[i].time_ms = common_wall_ms();
 		if (!v[i].sandbox || !v[i].error)
 			rc = -ENOMEM;
 	}
@@ -597,7 +598,7 @@ int journal_append(struct journal *j, const struct journal_record *r, bool durab
 	size_t len;
 
 	if (!rec.time_ms)
-		rec.time_ms = journal_now_ms();
+		rec.time_ms = common_wall_ms();
 	int rc = journal_encode(&rec, &buf, &len);
 	if (rc)
 		return rc;

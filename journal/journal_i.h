@@ -94,7 +94,6 @@ extern unsigned journal_sync_delay_us;
 uint64_t journal_append_syncs(struct journal *j);
 
 /* Helpers shared by the file code. */
-uint64_t journal_now_ms(void);
 int journal_fsync_dir(const char *dir);
 void journal_format_time(uint64_t ms, char *buf, size_t size);
 

@@ -18,13 +18,6 @@ static uint32_t get_le32(const uint8_t *p)
 	       (uint32_t)p[3] << 24;
 }
 
-uint64_t journal_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 void journal_format_time(uint64_t ms, char *buf, size_t size)
 {
 	time_t t = (time_t)(ms / 1000);

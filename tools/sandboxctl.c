@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "common/clock.h"
 
 /* Exit codes (exec exits with the command's own code instead). */
 enum {
@@ -189,14 +190,6 @@ static bool save_url(const char *path, const char *url)
 	return ok;
 }
 
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -285,9 +278,9 @@ static int run_bench(struct backend *b, const char *url, const char *verb, int a
 		close(fd);
 		fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	}
-	t0 = now_us();
+	t0 = common_now_us();
 	for (long i = 0; i < n && st == BACKEND_OK; i++) {
-		uint64_t t = now_us();
+		uint64_t t = common_now_us();
 
 		if (strcmp(verb, "bench-exec") == 0) {
 			struct backend_exec_result r;
@@ -301,7 +294,7 @@ static int run_bench(struct backend *b, const char *url, const char *verb, int a
 			st = backend_file_get(b, url, "sandboxctl-bench/get", fd, NULL,
 					      &e);
 		}
-		lat[i] = now_us() - t;
+		lat[i] = common_now_us() - t;
 	}
 	if (fd >= 0)
 		close(fd);
@@ -309,7 +302,7 @@ static int run_bench(struct backend *b, const char *url, const char *verb, int a
 		free(lat);
 		return fail(verb, st, &e);
 	}
-	bench_report(verb, b, lat, n, now_us() - t0,
+	bench_report(verb, b, lat, n, common_now_us() - t0,
 		     strcmp(verb, "bench-exec") == 0 ? 0 : (uint64_t)size);
 	free(lat);
 	return EX_OK;

@@ -1,6 +1,8 @@
 /* exec.c — spawning a command with bounds on time and output. */
 #include "exec.h"
 
+#include "common/clock.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -21,14 +23,6 @@ extern char **environ;
 /* How long to keep reading output after the shell exited: a background
  * process may hold the pipes open forever. */
 #define DRAIN_MS 200
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 void exec_result_free(struct exec_result *res)
 {
@@ -192,7 +186,7 @@ int exec_run(const struct exec_spec *spec, struct exec_result *res, char *err,
 	posix_spawnattr_setpgroup(&attr, 0);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
 					    POSIX_SPAWN_SETSIGDEF);
-	start = now_ms();
+	start = (long long)common_now_ms();
 	rc = posix_spawn(&pid, spec->shell, &fa, &attr, argv,
 			 spec->envp ? spec->envp : environ);
 	posix_spawn_file_actions_destroy(&fa);
@@ -216,7 +210,7 @@ int exec_run(const struct exec_spec *spec, struct exec_result *res, char *err,
 		deadline = start + spec->timeout_ms;
 
 	for (;;) {
-		long long now = now_ms();
+		long long now = (long long)common_now_ms();
 		struct pollfd p[3];
 		int np = 0, wait = -1;
 
@@ -227,7 +221,7 @@ int exec_run(const struct exec_spec *spec, struct exec_result *res, char *err,
 			waitpid(pid, &status, 0);
 			exited = true;
 			res->timed_out = true;
-			drain_until = now_ms() + DRAIN_MS;
+			drain_until = (long long)common_now_ms() + DRAIN_MS;
 			continue;
 		}
 		if (so.fd >= 0)
@@ -254,7 +248,7 @@ int exec_run(const struct exec_spec *spec, struct exec_result *res, char *err,
 		}
 		if (!exited && waitpid(pid, &status, WNOHANG) == pid) {
 			exited = true;
-			drain_until = now_ms() + DRAIN_MS;
+			drain_until = (long long)common_now_ms() + DRAIN_MS;
 		}
 	}
 	if (!exited)
@@ -267,7 +261,7 @@ int exec_run(const struct exec_spec *spec, struct exec_result *res, char *err,
 		close(so.fd);
 	if (se.fd >= 0)
 		close(se.fd);
-	res->duration_ms = now_ms() - start;
+	res->duration_ms = (long long)common_now_ms() - start;
 	if (res->timed_out)
 		res->exit_code = EXEC_TIMEOUT_EXIT;
 	else if (WIFEXITED(status))

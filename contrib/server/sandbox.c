@@ -15,6 +15,8 @@
 #include "jsonstr.h"
 #include "svc.h"
 
+#include "common/clock.h"
+
 #define EXECUTE_BODY_LIMIT (8 * 1024 * 1024)
 #define DEFAULT_TIMEOUT_S  60
 
@@ -335,7 +337,7 @@ static enum MHD_Result execute_finish(struct req *r)
 	};
 	int rc = exec_run(&spec, &res, err, sizeof(err));
 
-	atomic_store(&r->svc->last_activity_ms, svc_now_ms());
+	atomic_store(&r->svc->last_activity_ms, (long long)common_now_ms());
 	atomic_store(&sb->busy, false);
 	cJSON_Delete(in);
 	if (rc)
@@ -521,7 +523,7 @@ long long sandbox_idle_ms(struct sandbox *sb)
 {
 	if (atomic_load(&sb->busy) || atomic_load(&sb->svc.active) > 0)
 		return 0;
-	return svc_now_ms() - atomic_load(&sb->svc.last_activity_ms);
+	return (long long)common_now_ms() - atomic_load(&sb->svc.last_activity_ms);
 }
 
 void sandbox_stop(struct sandbox *sb)

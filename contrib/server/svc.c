@@ -2,6 +2,8 @@
 #include "svc.h"
 #include "unixsock.h"
 
+#include "common/clock.h"
+
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -17,14 +19,6 @@
 
 #define ADMIN_BODY_LIMIT (64 * 1024)
 #define LOG_ENTRY_MAX	 (64 * 1024)
-
-long long svc_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void sleep_ms(long ms)
 {
@@ -128,7 +122,7 @@ static ssize_t half_body_read(void *cls, uint64_t pos, char *out, size_t max)
 		/* Pieces of a 20th of a second, each sent when it is due. */
 		uint64_t piece = h->rate / 20 + 1;
 		long long due = h->start_ms + (long long)(pos * 1000 / h->rate);
-		long long now = svc_now_ms();
+		long long now = (long long)common_now_ms();
 
 		if (n > piece)
 			n = (size_t)piece;
@@ -170,7 +164,7 @@ static struct MHD_Response *half_body_response(char *buf, int fd, uint64_t size,
 	h->fd = fd;
 	h->limit = half ? size / 2 : size;
 	h->rate = rate;
-	h->start_ms = svc_now_ms();
+	h->start_ms = (long long)common_now_ms();
 	resp = MHD_create_response_from_callback(size, 64 * 1024, half_body_read, h,
 						 half_body_free);
 	if (!resp)
@@ -403,7 +397,7 @@ static struct req *req_begin(struct svc *s, struct MHD_Connection *c, const char
 	r->limit = 1024 * 1024;
 	r->path = strdup(url);
 	atomic_fetch_add(&s->active, 1);
-	atomic_store(&s->last_activity_ms, svc_now_ms());
+	atomic_store(&s->last_activity_ms, (long long)common_now_ms());
 	if (s->unix_path && !peer_is_self(c)) {
 		svc_fail(r, 403, "this server serves its own user only");
 		atomic_fetch_add(&s->stats.requests, 1);
@@ -506,7 +500,7 @@ static void completed_cb(void *cls, struct MHD_Connection *c, void **con_cls,
 		s->ops->cleanup(r);
 	free(r->body);
 	free(r->path);
-	atomic_store(&s->last_activity_ms, svc_now_ms());
+	atomic_store(&s->last_activity_ms, (long long)common_now_ms());
 	atomic_fetch_sub(&s->active, 1);
 	free(r);
 	*con_cls = NULL;
@@ -570,7 +564,7 @@ int svc_start(struct svc *s, const struct svc_config *c, char *err, size_t errle
 	s->admin = c->admin;
 	s->faults = c->faults;
 	pthread_mutex_init(&s->lock, NULL);
-	atomic_store(&s->last_activity_ms, svc_now_ms());
+	atomic_store(&s->last_activity_ms, (long long)common_now_ms());
 
 	if (c->unix_path)
 		return svc_start_unix(s, c, flags, err, errlen);

@@ -116,8 +116,6 @@ int svc_start(struct svc *s, const struct svc_config *c, char *err, size_t errle
 /* Stop the daemon (waits for the connection threads) and free the log. */
 void svc_stop(struct svc *s);
 
-long long svc_now_ms(void);
-
 /* Record an early error; finish() is then skipped and it is answered. */
 void svc_fail(struct req *r, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

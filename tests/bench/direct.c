@@ -30,14 +30,7 @@
 #include <unistd.h>
 
 #include "backend.h"
-
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
+#include "common/clock.h"
 
 static int failed(const char *what, const struct backend_error *e)
 {
@@ -160,10 +153,10 @@ static int run(struct backend *b, const char *url, int argc, char **argv)
 		for (long i = 0; i < n; i++) {
 			struct backend_exec_result r;
 
-			t = now_us();
+			t = common_now_us();
 			if (backend_execute(b, url, argv[2], 60, &r, &e) != BACKEND_OK)
 				return failed("execute", &e);
-			lat[i] = now_us() - t;
+			lat[i] = common_now_us() - t;
 			backend_exec_result_clear(&r);
 		}
 		print_times("exec", lat, n, b);
@@ -178,13 +171,13 @@ static int run(struct backend *b, const char *url, int argc, char **argv)
 			struct thread_exec x = {.b = b, .url = url, .command = argv[2]};
 			pthread_t tid;
 
-			t = now_us();
+			t = common_now_us();
 			if (pthread_create(&tid, NULL, exec_thread, &x) != 0)
 				return perror("pthread_create"), 1;
 			pthread_join(tid, NULL);
 			if (x.st != BACKEND_OK)
 				return failed("execute", &x.e);
-			lat[i] = now_us() - t;
+			lat[i] = common_now_us() - t;
 		}
 		print_times("exec-thread", lat, n, b);
 		free(lat);
@@ -196,11 +189,11 @@ static int run(struct backend *b, const char *url, int argc, char **argv)
 
 		if (fd < 0 || fstat(fd, &st) != 0)
 			return perror(argv[1]), 1;
-		t = now_us();
+		t = common_now_us();
 		if (backend_file_put(b, url, argv[2], fd, (uint64_t)st.st_size, &e) !=
 		    BACKEND_OK)
 			return failed("put", &e);
-		t = now_us() - t;
+		t = common_now_us() - t;
 		close(fd);
 		print_times("put", &t, 1, b);
 		return 0;
@@ -210,10 +203,10 @@ static int run(struct backend *b, const char *url, int argc, char **argv)
 
 		if (fd < 0)
 			return perror(argv[2]), 1;
-		t = now_us();
+		t = common_now_us();
 		if (backend_file_get(b, url, argv[1], fd, NULL, &e) != BACKEND_OK)
 			return failed("get", &e);
-		t = now_us() - t;
+		t = common_now_us() - t;
 		close(fd);
 		print_times("get", &t, 1, b);
 		return 0;
@@ -225,14 +218,14 @@ static int run(struct backend *b, const char *url, int argc, char **argv)
 
 		if (fd < 0)
 			return perror("temporary file"), 1;
-		t = now_us();
+		t = common_now_us();
 		for (long i = 0; i < n; i++) {
 			snprintf(path, sizeof(path), "%s/f%04ld", argv[3], i);
 			if (backend_file_put(b, url, path, fd, (uint64_t)size, &e) !=
 			    BACKEND_OK)
 				return failed("put", &e);
 		}
-		t = now_us() - t;
+		t = common_now_us() - t;
 		close(fd);
 		print_times("put-all", &t, 1, b);
 		return 0;
@@ -244,7 +237,7 @@ static int run(struct backend *b, const char *url, int argc, char **argv)
 
 		if (fd < 0)
 			return perror(argv[3]), 1;
-		t = now_us();
+		t = common_now_us();
 		for (long i = 0; i < n; i++) {
 			snprintf(path, sizeof(path), "%s/f%04ld", argv[2], i);
 			if (ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) != 0)
@@ -252,7 +245,7 @@ static int run(struct backend *b, const char *url, int argc, char **argv)
 			if (backend_file_get(b, url, path, fd, NULL, &e) != BACKEND_OK)
 				return failed("get", &e);
 		}
-		t = now_us() - t;
+		t = common_now_us() - t;
 		close(fd);
 		print_times("get-all", &t, 1, b);
 		return 0;
@@ -265,10 +258,10 @@ static int run(struct backend *b, const char *url, int argc, char **argv)
 		for (long i = 0; i < n; i++) {
 			struct backend_listing l;
 
-			t = now_us();
+			t = common_now_us();
 			if (backend_list(b, url, argv[2], &l, &e) != BACKEND_OK)
 				return failed("list", &e);
-			lat[i] = now_us() - t;
+			lat[i] = common_now_us() - t;
 			count = l.count;
 			backend_listing_clear(&l);
 		}
@@ -281,9 +274,9 @@ static int run(struct backend *b, const char *url, int argc, char **argv)
 		int rc = 0;
 		long count;
 
-		t = now_us();
+		t = common_now_us();
 		count = walk(b, url, argv[1], &e, &rc);
-		t = now_us() - t;
+		t = common_now_us() - t;
 		if (rc)
 			return rc;
 		print_times("walk", &t, 1, b);

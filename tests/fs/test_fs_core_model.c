@@ -117,7 +117,7 @@ static void test_model(void)
 	pthread_mutex_init(&m->list_lock, NULL);
 	m->opt.max_runs = 2;
 	m->opt.timeout = 60;
-	m->mount_ms = fs_now_ms();
+	m->mount_ms = common_wall_ms();
 
 	struct fs_sandbox *sb = fs_sandbox_add(m, "box-1");
 	sb->present = true;
