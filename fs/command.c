@@ -58,17 +58,6 @@ static void fs_job_put(struct fs_job *job)
 	free(job);
 }
 
-static void fs_timespec_in(struct timespec *ts, long ms)
-{
-	clock_gettime(CLOCK_REALTIME, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (ms % 1000) * 1000000;
-	if (ts->tv_nsec >= 1000000000) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000;
-	}
-}
-
 /* True when the FUSE request of the calling thread was interrupted or the
  * mount is going away. */
 static bool fs_should_stop_waiting(struct fs_mount *m)
@@ -613,7 +602,7 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 			return -EINTR;
 		}
 		struct timespec ts;
-		fs_timespec_in(&ts, 50);
+		common_deadline_in(&ts, 50);
 		pthread_cond_timedwait(&m->cond, &m->lock, &ts);
 	}
 	rc = job->result;
@@ -667,7 +656,7 @@ int fs_command_wait_idle(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq
 			return -EINTR;
 		}
 		struct timespec ts;
-		fs_timespec_in(&ts, 50);
+		common_deadline_in(&ts, 50);
 		pthread_cond_timedwait(&m->cond, &m->lock, &ts);
 	}
 	pthread_mutex_unlock(&m->lock);

@@ -281,7 +281,7 @@ int main(int argc, char *argv[])
 
 	fs_mount_global = m;
 	pthread_mutex_init(&m->lock, NULL);
-	pthread_cond_init(&m->cond, NULL);
+	common_cond_init(&m->cond);
 	pthread_mutex_init(&m->list_lock, NULL);
 	m->uid = getuid();
 	m->gid = getgid();

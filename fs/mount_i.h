@@ -116,7 +116,8 @@ struct fs_mount {
 	struct fuse *fuse;
 
 	pthread_mutex_t lock;
-	pthread_cond_t cond;	 /* broadcast when a run ends or the seat frees */
+	pthread_cond_t cond;	 /* broadcast when a run ends or the seat frees;
+				    timed on CLOCK_MONOTONIC */
 	struct fs_sandbox **sbs; /* never removed before unmount; the array may move */
 	size_t nsbs, cap;
 

@@ -113,7 +113,7 @@ static void test_model(void)
 	struct fs_mount *m = &mount;
 	fs_mount_global = m;
 	pthread_mutex_init(&m->lock, NULL);
-	pthread_cond_init(&m->cond, NULL);
+	common_cond_init(&m->cond);
 	pthread_mutex_init(&m->list_lock, NULL);
 	m->opt.max_runs = 2;
 	m->opt.timeout = 60;
