@@ -9,6 +9,8 @@
  */
 #include "mount_i.h"
 
+#include "common/files.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
@@ -71,23 +73,6 @@ static bool fs_should_stop_waiting(struct fs_mount *m)
 	return false;
 }
 
-static int fs_mkdir_p(const char *dir)
-{
-	char buf[4096];
-	snprintf(buf, sizeof(buf), "%s", dir);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0700) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, 0700) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 /* Stores one stream: inline when small, else a durable file under
  * STATE/outputs/ID/. */
 static int fs_output_store(struct fs_mount *m, const char *id, uint64_t seq,
@@ -110,7 +95,7 @@ static int fs_output_store(struct fs_mount *m, const char *id, uint64_t seq,
 		 name);
 	snprintf(dir, sizeof(dir), "%s/outputs/%s", m->state_dir, id);
 	snprintf(path, sizeof(path), "%s/%s", m->state_dir, rel);
-	int rc = fs_mkdir_p(dir);
+	int rc = common_mkdirs(dir, 0700);
 	if (rc < 0)
 		return rc;
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);

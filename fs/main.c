@@ -10,6 +10,8 @@
 #include "mount_i.h"
 #include "preflight_i.h"
 
+#include "common/files.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -23,23 +25,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
-
-static int fs_mkdirs(const char *dir, mode_t mode)
-{
-	char buf[PATH_MAX];
-	snprintf(buf, sizeof(buf), "%s", dir);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, mode) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, mode) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
 
 /* $XDG_STATE_HOME/sandboxfs/<key of the mountpoint> */
 static char *fs_default_state(const char *mountpoint)
@@ -80,7 +65,7 @@ static int fs_prepare_state(struct fs_mount *m)
 			return -1;
 		}
 	}
-	int rc = fs_mkdirs(m->opt.state, 0700);
+	int rc = common_mkdirs(m->opt.state, 0700);
 	if (rc < 0) {
 		fs_log("state directory %s: %s", m->opt.state, strerror(-rc));
 		return -1;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "common/files.h"
 #include "workspace_i.h"
 
 /* --- small helpers ----------------------------------------------------------*/
@@ -142,29 +143,6 @@ void ws_kernel_invalidate(struct workspace *ws, const char *rel)
 		return;
 	fuse_invalidate_path(fuse, p);
 	free(p);
-}
-
-static int mkdir_p(const char *path, mode_t mode)
-{
-	char *p = strdup(path);
-	if (!p)
-		return -ENOMEM;
-	for (char *s = p + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		if (mkdir(p, mode) < 0 && errno != EEXIST) {
-			int e = errno;
-			free(p);
-			return -e;
-		}
-		*s = '/';
-	}
-	int rc = 0;
-	if (mkdir(p, mode) < 0 && errno != EEXIST)
-		rc = -errno;
-	free(p);
-	return rc;
 }
 
 /* --- hash table ---------------------------------------------------------------*/
@@ -317,7 +295,7 @@ struct wscache *wscache_new(const struct wscache_config *cfg)
 	if (!c->cfg.listing_max_bytes)
 		c->cfg.listing_max_bytes = 64ULL << 20;
 	/* Absolute, so the journal's cache_file paths survive a chdir. */
-	if (mkdir_p(cfg->cache_dir, 0700) == 0)
+	if (common_mkdirs(cfg->cache_dir, 0700) == 0)
 		c->cache_dir = realpath(cfg->cache_dir, NULL);
 	else
 		c->cache_dir = NULL;
@@ -326,7 +304,8 @@ struct wscache *wscache_new(const struct wscache_config *cfg)
 	c->incomplete_dir = c->cache_dir ? ws_join(c->cache_dir, "incomplete") : NULL;
 	c->cfg.cache_dir = c->cache_dir;
 	if (!c->files_dir || !c->rescue_dir || !c->incomplete_dir ||
-	    mkdir_p(c->cache_dir, 0700) < 0 || mkdir_p(c->files_dir, 0700) < 0) {
+	    common_mkdirs(c->cache_dir, 0700) < 0 ||
+	    common_mkdirs(c->files_dir, 0700) < 0) {
 		free(c->cache_dir);
 		free(c->files_dir);
 		free(c->rescue_dir);
@@ -865,7 +844,7 @@ static int rescue_link(const char *cache_file, const char *dest)
  * DIR/long-path-N.path, so no data is lost for want of a name. */
 static int rescue_keep_flat(const char *dir, const char *path, const char *cache_file)
 {
-	int rc = mkdir_p(dir, 0700);
+	int rc = common_mkdirs(dir, 0700);
 	for (int i = 1; rc == 0 && i <= 100000; i++) {
 		char *dest = NULL, *note = NULL;
 		if (asprintf(&dest, "%s/long-path-%d", dir, i) < 0 ||
@@ -909,7 +888,7 @@ static int rescue_keep(const char *base, const char *id, const char *path,
 	}
 	char *slash = strrchr(dest, '/');
 	*slash = '\0';
-	int rc = mkdir_p(dest, 0700);
+	int rc = common_mkdirs(dest, 0700);
 	*slash = '/';
 	if (rc == 0)
 		rc = rescue_link(cache_file, dest);

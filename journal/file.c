@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/files.h"
 #include "journal_i.h"
 
 #define DEFAULT_COMPACT_BYTES (16u << 20)
@@ -89,31 +90,21 @@ static int write_all(int fd, const uint8_t *p, size_t n)
  * URLs (capabilities). */
 static int ensure_dir(const char *dir, struct journal_open_report *rep)
 {
-	char p[PATH_MAX];
 	struct stat st;
 
-	if (strlen(dir) >= sizeof(p))
+	if (strlen(dir) >= PATH_MAX)
 		return fail(rep, -ENAMETOOLONG, "%s: path too long", dir);
-	strcpy(p, dir);
-	for (char *s = p + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		if (mkdir(p, 0700) && errno != EEXIST)
-			return fail(rep, -errno, "%s: cannot create: %s", p,
-				    strerror(errno));
-		*s = '/';
-	}
-	if (mkdir(p, 0700) && errno != EEXIST)
-		return fail(rep, -errno, "%s: cannot create: %s", p, strerror(errno));
-	if (stat(p, &st))
-		return fail(rep, -errno, "%s: %s", p, strerror(errno));
-	if (!S_ISDIR(st.st_mode))
-		return fail(rep, -ENOTDIR, "%s: not a directory", p);
+	int rc = common_mkdirs(dir, 0700);
+	if (rc == -ENOTDIR)
+		return fail(rep, rc, "%s: not a directory", dir);
+	if (rc)
+		return fail(rep, rc, "%s: cannot create: %s", dir, strerror(-rc));
+	if (stat(dir, &st))
+		return fail(rep, -errno, "%s: %s", dir, strerror(errno));
 	if (st.st_uid != geteuid())
-		return fail(rep, -EACCES, "%s: owned by another user", p);
-	if ((st.st_mode & 0777) != 0700 && chmod(p, 0700))
-		return fail(rep, -errno, "%s: cannot make it private (0700): %s", p,
+		return fail(rep, -EACCES, "%s: owned by another user", dir);
+	if ((st.st_mode & 0777) != 0700 && chmod(dir, 0700))
+		return fail(rep, -errno, "%s: cannot make it private (0700): %s", dir,
 			    strerror(errno));
 	return 0;
 }

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/files.h"
 #include "journal_i.h"
 
 static int registry_dir(char *buf, size_t size)
@@ -35,20 +36,6 @@ static int registry_dir(char *buf, size_t size)
 		n = snprintf(buf, size, "%s/.local/state/sandboxfs", home);
 	}
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
-}
-
-static int mkdirs(char *p)
-{
-	for (char *s = p + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		int rc = mkdir(p, 0700) && errno != EEXIST ? -errno : 0;
-		*s = '/';
-		if (rc)
-			return rc;
-	}
-	return mkdir(p, 0700) && errno != EEXIST ? -errno : 0;
 }
 
 /* Reads the whole registry (small) into a NUL-terminated buffer. */
@@ -98,7 +85,7 @@ int journal_registry_add(const char *dir)
 	if (!dir || strchr(dir, '\n') || !realpath(dir, abs))
 		return dir && !strchr(dir, '\n') ? -errno : -EINVAL;
 	if ((rc = registry_dir(reg, sizeof(reg) - sizeof("/journals"))) ||
-	    (rc = mkdirs(reg)))
+	    (rc = common_mkdirs(reg, 0700)))
 		return rc;
 	strcat(reg, "/journals");
 	int fd = open(reg, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);

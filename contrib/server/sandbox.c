@@ -16,6 +16,7 @@
 #include "svc.h"
 
 #include "common/clock.h"
+#include "common/files.h"
 
 #define EXECUTE_BODY_LIMIT (8 * 1024 * 1024)
 #define DEFAULT_TIMEOUT_S  60
@@ -454,28 +455,6 @@ static char **build_env(char *const *extra)
 	return env;
 }
 
-static int mkdir_p(const char *path)
-{
-	char *p = strdup(path);
-
-	if (!p)
-		return -1;
-	for (char *s = p + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		if (mkdir(p, 0755) && errno != EEXIST) {
-			free(p);
-			return -1;
-		}
-		*s = '/';
-	}
-	int rc = mkdir(p, 0755) && errno != EEXIST ? -1 : 0;
-
-	free(p);
-	return rc;
-}
-
 struct sandbox *sandbox_start(const struct sandbox_config *c, char *err, size_t errlen)
 {
 	struct sandbox *sb = calloc(1, sizeof(*sb));
@@ -494,7 +473,7 @@ struct sandbox *sandbox_start(const struct sandbox_config *c, char *err, size_t 
 		return NULL;
 	}
 	sb->wsfd = -1;
-	if (mkdir_p(c->workspace) ||
+	if (common_mkdirs(c->workspace, 0755) < 0 ||
 	    (sb->wsfd = open(c->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
 		snprintf(err, errlen, "workspace %s: %s", c->workspace, strerror(errno));
 		free(sb);
