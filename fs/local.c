@@ -25,6 +25,7 @@
 #include "local_i.h"
 
 #include "backend.h"
+#include "common/files.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -89,27 +90,6 @@ static int fs_find_server(const char *opt, char *out, size_t len)
 	}
 	free(copy);
 	return -ENOENT;
-}
-
-static int fs_write_secret(const char *path, const char *data)
-{
-	char tmp[PATH_MAX];
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	size_t n = strlen(data);
-	if (write(fd, data, n) != (ssize_t)n || fsync(fd) < 0) {
-		int e = errno ? errno : EIO;
-		close(fd);
-		unlink(tmp);
-		return -e;
-	}
-	close(fd);
-	if (rename(tmp, path) < 0)
-		return -errno;
-	return 0;
 }
 
 /* "http+unix://" and path with every byte but the unreserved ones
@@ -226,7 +206,7 @@ static int fs_choose_run_dir(struct fs_local *l, const char *state_dir, char *ms
 		}
 		int rc = fs_private_dir(dir);
 		if (rc == 0)
-			rc = fs_write_secret(record, dir);
+			rc = common_write_secret(record, dir, strlen(dir));
 		if (rc < 0) {
 			/* its name is part of every URL: not shown */
 			snprintf(msg, msglen,
@@ -325,7 +305,7 @@ int fs_local_start(struct fs_local *l, const char *state_dir, const char *server
 	char token[2 * sizeof(rnd) + 2];
 	for (size_t i = 0; i < sizeof(rnd); i++)
 		snprintf(token + 2 * i, 3, "%02x", rnd[i]);
-	int rc = fs_write_secret(tokfile, token);
+	int rc = common_write_secret(tokfile, token, strlen(token));
 	if (rc < 0) {
 		snprintf(msg, msglen, "--local: %s: %s", tokfile, strerror(-rc));
 		return -1;

@@ -16,6 +16,8 @@
 #include "sandbox.h"
 #include "unixsock.h"
 
+#include "common/files.h"
+
 #define MAX_POOLS 64
 
 static void usage(FILE *out)
@@ -99,28 +101,16 @@ static void usage(FILE *out)
 	    "faults. /_admin/log lists the last 1000 commands started by /execute.\n");
 }
 
-/* Write a line to path (mode 0600) through a temporary file and a
- * rename, so a reader never sees a partial one. */
+/* Write a line to path (mode 0600) atomically, so a reader never sees a
+ * partial one. Returns 0, or -1 with errno set. */
 static int write_line_file(const char *path, const char *line)
 {
-	char tmp[4096];
-	FILE *f;
-	int fd;
+	char *s = NULL;
+	int n = asprintf(&s, "%s\n", line);
+	int rc = n < 0 ? -1 : common_write_secret(path, s, (size_t)n);
 
-	snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	f = fd >= 0 ? fdopen(fd, "w") : NULL;
-	if (!f) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	fprintf(f, "%s\n", line);
-	if (fclose(f) || rename(tmp, path)) {
-		unlink(tmp);
-		return -1;
-	}
-	return 0;
+	free(s);
+	return rc < 0 ? -1 : 0;
 }
 
 /* What clients connect to: http://ADDR:PORT or the Unix form. */

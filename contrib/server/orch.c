@@ -19,6 +19,8 @@
 #include "svc.h"
 #include "unixsock.h"
 
+#include "common/files.h"
+
 #define META_NAME     "sandbox.json"
 #define CONTRACT_PORT 3000 /* the reference server's port, for "urls" */
 
@@ -194,7 +196,7 @@ static int box_save(struct orch *o, const struct box *b)
 {
 	cJSON *m = cJSON_CreateObject();
 	char *text;
-	int dfd, fd, rc = -1;
+	int dfd, rc = -1;
 
 	cJSON_AddStringToObject(m, "id", b->id);
 	add_str_or_null(m, "poolId", b->pool);
@@ -218,17 +220,9 @@ static int box_save(struct orch *o, const struct box *b)
 	dfd = openat(o->rootfd, b->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
 		goto out;
-	fd = openat(dfd, META_NAME ".tmp",
-		    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd >= 0) {
-		size_t len = strlen(text);
-
-		if (write(fd, text, len) == (ssize_t)len && fsync(fd) == 0 &&
-		    renameat(dfd, META_NAME ".tmp", dfd, META_NAME) == 0 &&
-		    fsync(dfd) == 0)
-			rc = 0;
-		close(fd);
-	}
+	if (common_write_secret_at(dfd, META_NAME, text, strlen(text)) == 0 &&
+	    fsync(dfd) == 0)
+		rc = 0;
 	close(dfd);
 out:
 	free(text);
