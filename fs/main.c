@@ -264,6 +264,7 @@ int main(int argc, char *argv[])
 	int ret = 1;
 	int running = 0;
 
+	common_log_init("sandboxfs");
 	fs_mount_global = m;
 	pthread_mutex_init(&m->lock, NULL);
 	common_cond_init(&m->cond);

@@ -23,6 +23,7 @@
 
 #include "backend.h"
 #include "common/clock.h"
+#include "common/log.h"
 #include "journal.h"
 #include "options_i.h"
 #include "workspace.h"
@@ -146,8 +147,8 @@ extern struct fs_mount *fs_mount_global;
  * so a caller that needs the copy checks `s && !copy`. Never aborts: the
  * model is changed from inside FUSE operations. */
 char *fs_strdup0(const char *s);
-/* Logs a line on stderr with a "sandboxfs: " prefix. */
-void fs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Logs a line on stderr with a "sandboxfs: " prefix (common_log). */
+#define fs_log(...) common_log(__VA_ARGS__)
 
 /* --- model (sandbox.c); call with m->lock held unless said otherwise ----*/
 struct fs_sandbox *fs_sandbox_find(struct fs_mount *m, const char *id);

@@ -20,16 +20,6 @@ char *fs_strdup0(const char *s)
 	return strdup(s);
 }
 
-void fs_log(const char *fmt, ...)
-{
-	char line[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "sandboxfs: %s\n", line);
-}
-
 const char *fs_sb_state_name(enum fs_sb_state s)
 {
 	switch (s) {

@@ -80,9 +80,7 @@ void upload_supersede(struct wscache *c, const char *sandbox, uint64_t id, bool 
 	struct journal_record r = {
 	    .kind = JOURNAL_UPLOAD_DONE, .sandbox = (char *)sandbox, .upload_id = id};
 	if (journal_append(c->cfg.journal, &r, durable) < 0)
-		fprintf(stderr,
-			"sandboxfs: workspace %s: cannot journal a superseded upload\n",
-			sandbox);
+		common_log("workspace %s: cannot journal a superseded upload", sandbox);
 }
 
 void upload_schedule(struct wsfile *f, int err)

@@ -124,7 +124,7 @@ void ws_log(const struct workspace *ws, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "sandboxfs: workspace of %s: %s\n", ws ? ws->id : "?", msg);
+	common_log("workspace of %s: %s", ws ? ws->id : "?", msg);
 }
 
 int ws_backend_errno(enum backend_status st)
@@ -477,10 +477,8 @@ void wscache_free(struct wscache *c)
 	}
 	int failed = flush_all(c, NULL, 10000, false, NULL, 0);
 	if (failed)
-		fprintf(stderr,
-			"sandboxfs: %d uploads still pending; they are retried at the "
-			"next mount\n",
-			failed);
+		common_log("%d uploads still pending; they are retried at the next mount",
+			   failed);
 	while (c->wss) {
 		struct workspace *ws = c->wss;
 		c->wss = ws->next;
@@ -1203,13 +1201,10 @@ int wscache_restore(struct wscache *c, const struct journal_state *st)
 						      u->cache_file, &dir);
 				free(dir);
 				if (krc < 0) {
-					fprintf(stderr,
-						"sandboxfs: workspace of %s: error: an "
-						"unsaved "
-						"file could not be kept for rescue (%s); "
-						"it stays "
-						"journaled\n",
-						sb->id, strerror(-krc));
+					common_log("workspace of %s: error: an unsaved "
+						   "file could not be kept for rescue "
+						   "(%s); it stays journaled",
+						   sb->id, strerror(-krc));
 					continue;
 				}
 				restore_abandon(

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "handle.h"
 #include "workspace.h"
 
@@ -281,6 +282,7 @@ char *ws_join(const char *a, const char *b);
 /* s in single quotes for sh, malloc'ed; NULL when out of memory. */
 char *ws_shell_quote(const char *s);
 bool ws_is_under(const char *path, const char *dir); /* path inside dir/ */
+/* common_log, "workspace of ID: " first. */
 void ws_log(const struct workspace *ws, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 int ws_backend_errno(enum backend_status st);

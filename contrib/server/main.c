@@ -17,6 +17,7 @@
 #include "unixsock.h"
 
 #include "common/files.h"
+#include "common/log.h"
 
 #define MAX_POOLS 64
 
@@ -234,8 +235,9 @@ int main(int argc, char **argv)
 	int c, sig;
 	sigset_t set;
 
+	common_log_init("sandbox-server");
 	if (env_port && *env_port && parse_port(env_port, &port)) {
-		fprintf(stderr, "sandbox-server: SANDBOX_PORT is not a port number\n");
+		common_log("SANDBOX_PORT is not a port number");
 		return 2;
 	}
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -248,7 +250,7 @@ int main(int argc, char **argv)
 			break;
 		case O_PORT:
 			if (parse_port(optarg, &port)) {
-				fprintf(stderr, "sandbox-server: bad --port\n");
+				common_log("bad --port");
 				return 2;
 			}
 			tcp_given = true;
@@ -274,8 +276,7 @@ int main(int argc, char **argv)
 		case O_FAULT:
 			e = faults_set(&faults, optarg);
 			if (e) {
-				fprintf(stderr, "sandbox-server: --fault %s: %s\n",
-					optarg, e);
+				common_log("--fault %s: %s", optarg, e);
 				return 2;
 			}
 			break;
@@ -301,13 +302,10 @@ int main(int argc, char **argv)
 				 optarg);
 			if (npools == MAX_POOLS || n > 54 || !orch_valid_id(name) ||
 			    (colon && (strtol(colon + 1, &end, 10) <= 0 || *end))) {
-				fprintf(stderr,
-					"sandbox-server: --pool NAME[:MAX]: NAME is a "
-					"lowercase "
-					"label of at most 54 characters, MAX a positive "
-					"number "
-					"(at most %d pools)\n",
-					MAX_POOLS);
+				common_log("--pool NAME[:MAX]: NAME is a lowercase "
+					   "label of at most 54 characters, MAX a "
+					   "positive number (at most %d pools)",
+					   MAX_POOLS);
 				return 2;
 			}
 			pools[npools++] = optarg;
@@ -325,7 +323,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "sandbox-server: unexpected argument %s\n", argv[optind]);
+		common_log("unexpected argument %s", argv[optind]);
 		return 2;
 	}
 	if (!shell || !*shell)
@@ -333,20 +331,19 @@ int main(int argc, char **argv)
 	if (!workspace || !*workspace)
 		workspace = "/workspace";
 	if (orchestrator && !root) {
-		fprintf(stderr, "sandbox-server: --orchestrator needs --root DIR\n");
+		common_log("--orchestrator needs --root DIR");
 		return 2;
 	}
 	if (unix_arg && (tcp_given || port_file)) {
-		fprintf(stderr, "sandbox-server: --unix excludes --listen, --port and "
-				"--port-file (use --url-file)\n");
+		common_log("--unix excludes --listen, --port and "
+			   "--port-file (use --url-file)");
 		return 2;
 	}
 	static char unix_buf[8192];
 	const char *unix_path = unix_arg ? unix_buf : NULL;
 
 	if (unix_arg && absolute_path(unix_arg, unix_buf, sizeof(unix_buf))) {
-		fprintf(stderr, "sandbox-server: --unix %s: %s\n", unix_arg,
-			strerror(errno));
+		common_log("--unix %s: %s", unix_arg, strerror(errno));
 		return 1;
 	}
 	if (!orchestrator && (root || token_file || npools || machinery)) {
@@ -375,8 +372,7 @@ int main(int argc, char **argv)
 
 		if (token_file && !(token = read_token(token_file))) {
 			/* The path is not secret; the token is never printed. */
-			fprintf(stderr, "sandbox-server: cannot read a token from %s\n",
-				token_file);
+			common_log("cannot read a token from %s", token_file);
 			return 1;
 		}
 		if (!npools)
@@ -401,7 +397,7 @@ int main(int argc, char **argv)
 			free(token);
 		}
 		if (!o) {
-			fprintf(stderr, "sandbox-server: %s\n", err);
+			common_log("%s", err);
 			return 1;
 		}
 		bound = orch_port(o);
@@ -418,7 +414,7 @@ int main(int argc, char **argv)
 
 		sb = sandbox_start(&sc, err, sizeof(err));
 		if (!sb) {
-			fprintf(stderr, "sandbox-server: %s\n", err);
+			common_log("%s", err);
 			return 1;
 		}
 		bound = sandbox_port(sb);
@@ -433,8 +429,7 @@ int main(int argc, char **argv)
 		failed = url_file;
 	free(url);
 	if (failed) {
-		fprintf(stderr, "sandbox-server: cannot write %s: %s\n", failed,
-			strerror(errno));
+		common_log("cannot write %s: %s", failed, strerror(errno));
 	} else {
 		sigwait(&set, &sig);
 	}
