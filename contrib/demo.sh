@@ -11,7 +11,7 @@
 # http+unix://ENCODED_SOCKET_PATH/BASE; curl takes the socket apart.
 set -euo pipefail
 build=${1:?usage: contrib/demo.sh BUILD_DIR}
-server="$build/contrib/sandbox-server"
+server="$build/server/sandbox-server"
 [ -x "$server" ] || { echo "demo: $server not built" >&2; exit 1; }
 
 umask 077

@@ -47,7 +47,7 @@ static bool fs_executable(const char *path)
 }
 
 /* The sandbox-server binary: the option, env SANDBOXFS_SERVER, beside
- * sandboxfs (installed), ../contrib/ (build tree), then PATH. */
+ * sandboxfs (installed), ../server/ (build tree), then PATH. */
 static int fs_find_server(const char *opt, char *out, size_t len)
 {
 	const char *env = getenv("SANDBOXFS_SERVER");
@@ -69,7 +69,7 @@ static int fs_find_server(const char *opt, char *out, size_t len)
 			if (snprintf(out, len, "%s/sandbox-server", self) < (int)len &&
 			    fs_executable(out))
 				return 0;
-			if (snprintf(out, len, "%s/../contrib/sandbox-server", self) <
+			if (snprintf(out, len, "%s/../server/sandbox-server", self) <
 				(int)len &&
 			    fs_executable(out))
 				return 0;

@@ -2,7 +2,7 @@
 
 The suite runs against:
   * SANDBOX_URL (a sandbox serving the contract) when set, else a local
-    sandbox-server from $SANDBOXFS_BUILD/contrib/sandbox-server;
+    sandbox-server from $SANDBOXFS_BUILD/server/sandbox-server;
   * ORCHESTRATOR_URL (+ ORCHESTRATOR_TOKEN, ORCHESTRATOR_POOL) when set,
     else a local sandbox-server --orchestrator with a random token.
 Tests that need the local server's process (memory, process tree, restart)

@@ -9,7 +9,7 @@ What it offers:
 
 * ``build_dir()``, ``server_binary()``: the build dir from env
   ``SANDBOXFS_BUILD`` (absolute; default ``./build`` of the checkout) and
-  ``build/contrib/sandbox-server`` in it.
+  ``build/server/sandbox-server`` in it.
 * ``Server``: starts ``sandbox-server`` on 127.0.0.1 with ``--port 0
   --port-file`` in a private temp dir and stops it by its PID (SIGTERM, then
   SIGKILL); with ``unix=True`` on a Unix socket instead (``--unix``, in the
@@ -69,7 +69,7 @@ def build_dir():
 
 
 def server_binary():
-    return build_dir() / "contrib" / "sandbox-server"
+    return build_dir() / "server" / "sandbox-server"
 
 
 def quote_path(path):
