@@ -18,8 +18,6 @@
 
 #include "workspace_i.h"
 
-#include <fuse_lowlevel.h> /* fuse_session_exited */
-
 struct wsfile *file_find(struct workspace *ws, const char *path)
 {
 	struct hlink *l = htab_find(&ws->files, path);
@@ -344,7 +342,8 @@ int cache_fetch_begin(struct wsfile *f, struct wsfetch **out)
 		 * is the file's size until the download ends. */
 		const char *name;
 		char *parent = ws_parent(f->path, &name);
-		struct wsentry *e = parent ? dir_find(dir_cached(ws, parent), name) : NULL;
+		struct wsentry *e =
+		    parent ? dir_find(dir_cached(ws, parent), name) : NULL;
 		if (e) {
 			fe->size_known = true;
 			fe->expect = e->size;
@@ -391,7 +390,7 @@ static bool fetch_progress(void *ctx, uint64_t written)
 	/* Also called once a second while nothing arrives: an unmount
 	 * (the session ends before fetch_stop is set) stops a silent
 	 * download too. */
-	if (c->cfg.fuse && fuse_session_exited(fuse_get_session(c->cfg.fuse)))
+	if (c->cfg.exited && c->cfg.exited(c->cfg.kernel_ctx))
 		return false;
 	return !__atomic_load_n(&c->fetch_stop, __ATOMIC_SEQ_CST);
 }
@@ -405,10 +404,10 @@ int cache_fetch_run(struct wsfetch *fe)
 	uint64_t got = 0;
 	struct backend_error err;
 	/* Bounded by the listed size (plus slack), when there is one. */
-	enum backend_status st = backend_file_get_progress(
-	    c->cfg.backend, fe->url, fe->path, fd,
-	    fe->size_known ? fe->expect : BACKEND_SIZE_UNKNOWN, fetch_progress, fe, &got,
-	    &err);
+	enum backend_status st =
+	    backend_file_get_progress(c->cfg.backend, fe->url, fe->path, fd,
+				      fe->size_known ? fe->expect : BACKEND_SIZE_UNKNOWN,
+				      fetch_progress, fe, &got, &err);
 	bool stopping = __atomic_load_n(&c->fetch_stop, __ATOMIC_SEQ_CST);
 	int rc = st == BACKEND_OK ? 0 : -ws_backend_errno(st);
 	if (rc < 0) {
@@ -547,7 +546,7 @@ bool cache_fetch_spawn(struct wsfetch *fe)
  * was interrupted. */
 static bool interrupted_wait(struct wsfetch *fe, struct wscache *c)
 {
-	if (fuse_interrupted())
+	if (c->cfg.interrupted && c->cfg.interrupted(c->cfg.kernel_ctx))
 		return true;
 	struct timespec ts;
 	common_deadline_in(&ts, 100);

@@ -10,11 +10,16 @@
 
 #include <stdint.h>
 
+#include "workspace.h"
+
 enum fs_handle_kind {
 	FS_HANDLE_CONTROL = 0x5c7101,   /* ctl, stdout, status, ... (fs/ops) */
-	FS_HANDLE_WORKSPACE = 0x5c7102, /* a file under ID/workspace/ */
-	FS_HANDLE_WSDIR = 0x5c7103,     /* a directory under ID/workspace/ */
+	FS_HANDLE_WORKSPACE = WS_HANDLE_FILE, /* a file under ID/workspace/ */
+	FS_HANDLE_WSDIR = WS_HANDLE_DIR,      /* a directory under ID/workspace/ */
 };
+/* The workspace core tags its handles with an unsigned int. */
+_Static_assert(sizeof(enum fs_handle_kind) == sizeof(unsigned int),
+	       "a handle's tag is read as either type");
 
 struct fs_handle {
 	enum fs_handle_kind kind;

@@ -227,7 +227,8 @@ static void dir_evict(struct wscache *c, struct wsdir *keep, struct shown_paths 
 		struct wsdir *d = c->dir_lru_head;
 		while (d && c->listing_bytes > c->cfg.listing_max_bytes) {
 			struct wsdir *next = d->lru_next;
-			bool shown = c->cfg.fuse && shown_recently(c, d->shown_ms, now);
+			bool shown =
+			    c->cfg.invalidate && shown_recently(c, d->shown_ms, now);
 			if (d != keep && !d->pins && !d->fetching && (hot || !shown)) {
 				for (size_t i = 0; shown && i < d->n; i++)
 					if (shown_recently(c, d->ents[i].shown_ms, now))

@@ -414,7 +414,10 @@ int main(int argc, char *argv[])
 	    .gid = m->gid,
 	    .exec = fs_command_exec_cb,
 	    .exec_ctx = m,
-	    .fuse = m->fuse,
+	    .invalidate = fs_ws_invalidate,
+	    .interrupted = fs_ws_interrupted,
+	    .exited = fs_ws_exited,
+	    .kernel_ctx = m,
 	};
 	m->wscache = wscache_new(&wc);
 	if (!m->wscache) {

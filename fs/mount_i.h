@@ -226,6 +226,23 @@ int fs_output_load(struct fs_mount *m, const struct journal_output *o, char **bu
  * Returns how many are still running. */
 int fs_command_drain(struct fs_mount *m, int seconds);
 
+/* --- the workspace core's FUSE side (wsadapt.c) -------------------------*/
+/* workspace_open (create NULL) or workspace_create (mode *create) with
+ * fi translated to a struct wsopen and back. */
+int fs_ws_open(struct workspace *ws, const char *rel, const mode_t *create,
+	       struct fuse_file_info *fi);
+/* The ws_fill_fn of workspace_readdir: ctx is a struct fs_ws_filler. */
+struct fs_ws_filler {
+	void *buf;
+	fuse_fill_dir_t filler;
+};
+int fs_ws_fill(void *ctx, const char *name, const struct stat *st, off_t off, bool plus);
+/* The kernel callbacks of struct wscache_config; ctx is the mount, whose
+ * fuse is set. */
+void fs_ws_invalidate(void *ctx, const char *sandbox_id, const char *rel);
+bool fs_ws_interrupted(void *ctx);
+bool fs_ws_exited(void *ctx);
+
 /* --- FUSE operations (ops.c) and file contents (content.c) --------------*/
 extern const struct fuse_operations fs_ops;
 

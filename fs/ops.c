@@ -77,7 +77,7 @@ static int fs_getattr(const char *path, struct stat *st, struct fuse_file_info *
 	struct fs_mount *m = fs_m();
 	if (!path && fi) {
 		if (fs_handle_of(fi->fh)->kind == FS_HANDLE_WORKSPACE)
-			return workspace_getattr(NULL, NULL, st, fi);
+			return workspace_getattr(NULL, NULL, st, fi->fh);
 		return -ESTALE;
 	}
 	struct fs_loc loc;
@@ -95,7 +95,7 @@ static int fs_getattr(const char *path, struct stat *st, struct fuse_file_info *
 	case FS_N_WS: {
 		struct workspace *ws = fs_ws(m, &loc);
 		if (ws)
-			return workspace_getattr(ws, loc.rel, st, fi);
+			return workspace_getattr(ws, loc.rel, st, fi ? fi->fh : 0);
 		if (loc.rel[0])
 			return -ENOENT;
 		/* no URL yet (creating, failed): an empty directory */
@@ -126,9 +126,11 @@ static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t
 		return rc;
 	if (loc.node == FS_N_WS) {
 		struct workspace *ws = fs_ws(m, &loc);
+		struct fs_ws_filler wf = {buf, filler};
 		if (ws)
-			return workspace_readdir(ws, loc.rel, buf, filler, off, fi,
-						 flags);
+			return workspace_readdir(ws, loc.rel, &wf, fs_ws_fill, off,
+						 fi ? fi->fh : 0,
+						 (flags & FUSE_READDIR_PLUS) != 0);
 		if (loc.rel[0])
 			return -ENOENT;
 		filler(buf, ".", NULL, 0, 0);
@@ -213,13 +215,13 @@ static int fs_opendir(const char *path, struct fuse_file_info *fi)
 	if (rc < 0)
 		return rc;
 	struct workspace *ws = fs_ws(m, &loc);
-	return ws ? workspace_opendir(ws, loc.rel, fi) : 0;
+	return ws ? workspace_opendir(ws, loc.rel, &fi->fh) : 0;
 }
 
 static int fs_releasedir(const char *path, struct fuse_file_info *fi)
 {
 	(void)path;
-	workspace_releasedir(fi);
+	workspace_releasedir(fi->fh);
 	return 0;
 }
 
@@ -239,7 +241,7 @@ static int fs_open(const char *path, struct fuse_file_info *fi)
 		return rc;
 	if (loc.node == FS_N_WS) {
 		struct workspace *ws = fs_ws(m, &loc);
-		rc = ws ? workspace_open(ws, loc.rel, fi) : -ENOENT;
+		rc = ws ? fs_ws_open(ws, loc.rel, NULL, fi) : -ENOENT;
 		/* The kernel opens an inode it still knows by this name (names
 		 * are cached for attr_timeout): gone, or a directory now, means
 		 * a command or another client changed it. ESTALE makes the
@@ -292,7 +294,7 @@ static int fs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 	int rc = fs_resolve(m, path, &loc);
 	if (rc == 0 && loc.node == FS_N_WS) {
 		struct workspace *ws = fs_ws(m, &loc);
-		return ws ? workspace_create(ws, loc.rel, mode, fi) : -ENOENT;
+		return ws ? fs_ws_open(ws, loc.rel, &mode, fi) : -ENOENT;
 	}
 	if (rc == 0)
 		return fs_open(path, fi); /* O_CREAT on an existing file */
@@ -304,7 +306,7 @@ static int fs_read(const char *path, char *buf, size_t size, off_t off,
 {
 	struct fs_handle *hh = fs_handle_of(fi->fh);
 	if (hh->kind == FS_HANDLE_WORKSPACE)
-		return workspace_read(fi, buf, size, off);
+		return workspace_read(fi->fh, buf, size, off);
 	if (hh->kind != FS_HANDLE_CONTROL)
 		return -EBADF;
 	struct fs_mount *m = fs_m();
@@ -367,7 +369,7 @@ static int fs_write(const char *path, const char *buf, size_t size, off_t off,
 {
 	struct fs_handle *hh = fs_handle_of(fi->fh);
 	if (hh->kind == FS_HANDLE_WORKSPACE)
-		return workspace_write(fi, buf, size, off);
+		return workspace_write(fi->fh, buf, size, off);
 	if (hh->kind != FS_HANDLE_CONTROL)
 		return -EBADF;
 	struct fs_mount *m = fs_m();
@@ -421,14 +423,14 @@ static int fs_write(const char *path, const char *buf, size_t size, off_t off,
 static int fs_flush(const char *path, struct fuse_file_info *fi)
 {
 	if (fs_handle_of(fi->fh)->kind == FS_HANDLE_WORKSPACE)
-		return workspace_flush(fi);
+		return workspace_flush(fi->fh);
 	return 0;
 }
 
 static int fs_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 {
 	if (fs_handle_of(fi->fh)->kind == FS_HANDLE_WORKSPACE)
-		return workspace_fsync(fi, datasync);
+		return workspace_fsync(fi->fh, datasync);
 	return 0;
 }
 
@@ -436,7 +438,7 @@ static int fs_release(const char *path, struct fuse_file_info *fi)
 {
 	struct fs_handle *hh = fs_handle_of(fi->fh);
 	if (hh->kind == FS_HANDLE_WORKSPACE)
-		return workspace_release(fi);
+		return workspace_release(fi->fh);
 	if (hh->kind == FS_HANDLE_CONTROL) {
 		struct fs_ctl_handle *h = (struct fs_ctl_handle *)hh;
 		pthread_mutex_destroy(&h->lock);
@@ -463,7 +465,8 @@ static int fs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 	}
 	if (loc.node == FS_N_WS) {
 		struct workspace *ws = fs_ws(m, &loc);
-		return ws ? workspace_truncate(ws, loc.rel, size, fi) : -ENOENT;
+		return ws ? workspace_truncate(ws, loc.rel, size, fi ? fi->fh : 0)
+			  : -ENOENT;
 	}
 	/* O_TRUNC of a control file (shell redirection) is harmless */
 	if (fs_file_writable(&loc) && size == 0)
@@ -652,7 +655,7 @@ static int fs_statfs(const char *path, struct statvfs *st)
 static off_t fs_lseek(const char *path, off_t off, int whence, struct fuse_file_info *fi)
 {
 	if (fs_handle_of(fi->fh)->kind == FS_HANDLE_WORKSPACE)
-		return workspace_lseek(fi, off, whence);
+		return workspace_lseek(fi->fh, off, whence);
 	if (whence == SEEK_SET)
 		return off;
 	return -EINVAL;

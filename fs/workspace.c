@@ -135,14 +135,9 @@ int ws_backend_errno(enum backend_status st)
 
 void ws_kernel_invalidate(struct workspace *ws, const char *rel)
 {
-	struct fuse *fuse = ws->c->cfg.fuse;
-	if (!fuse)
-		return;
-	char *p = NULL;
-	if (asprintf(&p, "/%s/workspace%s%s", ws->id, rel[0] ? "/" : "", rel) < 0)
-		return;
-	fuse_invalidate_path(fuse, p);
-	free(p);
+	const struct wscache_config *cfg = &ws->c->cfg;
+	if (cfg->invalidate)
+		cfg->invalidate(cfg->kernel_ctx, ws->id, rel);
 }
 
 /* --- hash table ---------------------------------------------------------------*/
@@ -621,7 +616,7 @@ static void workspace_invalidate_pass(struct workspace *ws)
 	 * everything this mount showed (cached files, listed entries). */
 	char **paths = NULL;
 	size_t n = 0, cap = 0;
-	bool full = !c->cfg.fuse;
+	bool full = !c->cfg.invalidate;
 #define ADD_PATH(expr)                                                                   \
 	do {                                                                             \
 		if (full || n >= 50000)                                                  \

@@ -12,20 +12,27 @@
  * The FUSE dispatcher (fs/ops.c) resolves MOUNT/ID/workspace/REL to
  * (workspace, REL) and calls the workspace_* operation; REL is "" for the
  * workspace root and never starts or ends with '/'. Operations return 0 or
- * a negative errno, like FUSE operations. Open files carry a handle whose
- * first member is a struct fs_handle of kind FS_HANDLE_WORKSPACE.
+ * a negative errno, like FUSE operations. Open files and directories
+ * carry a handle (a uint64_t, 0 for none) that points to a struct whose
+ * first member is an unsigned int tag, WS_HANDLE_FILE or WS_HANDLE_DIR,
+ * so a caller that mixes these handles with its own can tell them apart.
+ *
+ * No FUSE header is included here: what the core needs of the mount (run
+ * a command, tell the kernel to forget a path, whether the request was
+ * interrupted, whether the session ended) comes in as callbacks of the
+ * config, and the FUSE adapter (fs/ops.c) translates its file info and
+ * directory filler to and from the types below.
  */
 #ifndef SANDBOXFS_FS_WORKSPACE_H
 #define SANDBOXFS_FS_WORKSPACE_H
 
-#ifndef FUSE_USE_VERSION
-#define FUSE_USE_VERSION 314
-#endif
-#include <fuse.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+#include <time.h>
 
 #include "backend.h"
 #include "journal.h"
@@ -52,8 +59,16 @@ struct wscache_config {
 	int (*exec)(void *ctx, const char *sandbox_id, const char *command,
 		    int *exit_code);
 	void *exec_ctx;
-	/* The FUSE session, for kernel cache invalidation (may be NULL). */
-	struct fuse *fuse;
+	/* The kernel side of the mount; NULL in tests, where no kernel holds
+	 * anything. invalidate makes the kernel forget what it holds of
+	 * ID/workspace/REL (REL "" for the root); interrupted tells whether
+	 * the request the calling thread serves was interrupted (a wait then
+	 * ends with EINTR); exited tells whether the session ended (an
+	 * unmount: a download stops). Each gets kernel_ctx. */
+	void (*invalidate)(void *ctx, const char *sandbox_id, const char *rel);
+	bool (*interrupted)(void *ctx);
+	bool (*exited)(void *ctx);
+	void *kernel_ctx;
 	/* How long the kernel keeps the names and attributes it is given
 	 * (the mount's attr_timeout): what was shown longer ago than this
 	 * needs no invalidation after a command. */
@@ -62,6 +77,27 @@ struct wscache_config {
 
 struct wscache;
 struct workspace;
+
+/* The tags that start what a handle points to. */
+#define WS_HANDLE_FILE 0x5c7102u
+#define WS_HANDLE_DIR  0x5c7103u
+
+/* An open or a create: flags in; the handle and how the kernel should
+ * treat the file's pages out (the FUSE file info fields of the same
+ * names; the caller copies them back). */
+struct wsopen {
+	int flags;	 /* in: open flags */
+	uint64_t fh;	 /* out: the handle */
+	bool keep_cache; /* out: the pages the kernel holds are still right */
+	bool direct_io;	 /* out: reads and writes bypass the page cache */
+	bool noflush;	 /* out: nothing to do at a close (no FLUSH) */
+};
+
+/* Called by workspace_readdir for each entry: st NULL for "..", off the
+ * offset of the next entry, plus true when st is complete enough for a
+ * READDIRPLUS reply. Returns nonzero when the buffer is full. */
+typedef int (*ws_fill_fn)(void *buf, const char *name, const struct stat *st, off_t off,
+			  bool plus);
 
 struct wscache *wscache_new(const struct wscache_config *cfg);
 /* Starts the upload retry thread: call from the FUSE init callback. */
@@ -110,27 +146,29 @@ void workspace_sandbox_gone(struct workspace *ws);
 /* Detach/forget: flush what can be flushed and drop the object. */
 void workspace_forget(struct wscache *c, const char *sandbox_id);
 
-/* FUSE operations on REL inside the workspace. */
+/* FUSE operations on REL inside the workspace. fh is the handle of an
+ * open file when there is one, else 0; an operation on a handle (read,
+ * write, ...) answers -EBADF for one that is not a workspace file's. */
 int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st,
-		      struct fuse_file_info *fi);
+		      uint64_t fh);
 /* A directory handle keeps a snapshot of the listing taken when a pass
  * starts (offset 0), so the chunks of one pass are consistent: offsets
  * into a listing that changes between chunks would skip names. */
-int workspace_opendir(struct workspace *ws, const char *rel, struct fuse_file_info *fi);
-void workspace_releasedir(struct fuse_file_info *fi);
-int workspace_readdir(struct workspace *ws, const char *rel, void *buf,
-		      fuse_fill_dir_t filler, off_t off, struct fuse_file_info *fi,
-		      enum fuse_readdir_flags flags);
-int workspace_open(struct workspace *ws, const char *rel, struct fuse_file_info *fi);
+int workspace_opendir(struct workspace *ws, const char *rel, uint64_t *fh);
+void workspace_releasedir(uint64_t fh);
+/* fh 0 (tests): the whole listing in one pass. plus: READDIRPLUS. */
+int workspace_readdir(struct workspace *ws, const char *rel, void *buf, ws_fill_fn filler,
+		      off_t off, uint64_t fh, bool plus);
+int workspace_open(struct workspace *ws, const char *rel, struct wsopen *o);
 int workspace_create(struct workspace *ws, const char *rel, mode_t mode,
-		     struct fuse_file_info *fi);
-int workspace_read(struct fuse_file_info *fi, char *buf, size_t size, off_t off);
-int workspace_write(struct fuse_file_info *fi, const char *buf, size_t size, off_t off);
-int workspace_flush(struct fuse_file_info *fi);
-int workspace_fsync(struct fuse_file_info *fi, int datasync);
-int workspace_release(struct fuse_file_info *fi);
-int workspace_truncate(struct workspace *ws, const char *rel, off_t size,
-		       struct fuse_file_info *fi);
+		     struct wsopen *o);
+int workspace_read(uint64_t fh, char *buf, size_t size, off_t off);
+int workspace_write(uint64_t fh, const char *buf, size_t size, off_t off);
+int workspace_flush(uint64_t fh);
+int workspace_fsync(uint64_t fh, int datasync);
+/* Frees the handle: fh is not valid after. */
+int workspace_release(uint64_t fh);
+int workspace_truncate(struct workspace *ws, const char *rel, off_t size, uint64_t fh);
 int workspace_unlink(struct workspace *ws, const char *rel);
 int workspace_mkdir(struct workspace *ws, const char *rel, mode_t mode);
 int workspace_rmdir(struct workspace *ws, const char *rel);
@@ -142,6 +180,6 @@ int workspace_utimens(struct workspace *ws, const char *rel, const struct timesp
 int workspace_symlink(struct workspace *ws, const char *target, const char *rel);
 int workspace_link(struct workspace *ws, const char *from, const char *to);
 int workspace_statfs(struct workspace *ws, struct statvfs *st);
-off_t workspace_lseek(struct fuse_file_info *fi, off_t off, int whence);
+off_t workspace_lseek(uint64_t fh, off_t off, int whence);
 
 #endif

@@ -18,7 +18,6 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "handle.h"
 #include "workspace.h"
 
 /* Name of the empty file mkdir puts inside a new directory (then deletes);
@@ -176,9 +175,9 @@ struct wsfile {
 	bool shown_once;   /* given to the kernel as a file at least once */
 };
 
-/* What fuse_file_info.fh points to for a workspace file. */
+/* What the handle of a workspace file points to. */
 struct wshandle {
-	struct fs_handle h; /* kind FS_HANDLE_WORKSPACE, first member */
+	unsigned int kind; /* WS_HANDLE_FILE, first member */
 	struct wsfile *f;
 	int flags;
 	bool wrote; /* written or truncated through this handle */

@@ -37,12 +37,12 @@ static void entry_shown(struct wsdir *d, struct wsentry *e, struct wsattr *a)
 	e->shown_once = true;
 }
 
-static struct wshandle *handle_of(const struct fuse_file_info *fi)
+static struct wshandle *handle_of(uint64_t fh)
 {
-	if (!fi || !fi->fh)
+	if (!fh)
 		return NULL;
-	struct fs_handle *h = fs_handle_of(fi->fh);
-	return h->kind == FS_HANDLE_WORKSPACE ? (struct wshandle *)h : NULL;
+	unsigned int *kind = (unsigned int *)(uintptr_t)fh;
+	return *kind == WS_HANDLE_FILE ? (struct wshandle *)kind : NULL;
 }
 
 /* The cache entry, not the listing, tells f's size: it holds changes not
@@ -96,8 +96,7 @@ static int lookup(struct workspace *ws, const char *rel, struct wsattr *a)
 		if (f->shown_once) /* the kernel may hold it as a file */
 			a->type_changed = true;
 		file_drop_clean(f);
-	}
-	else if (f && f->present && f->size != e->size)
+	} else if (f && f->present && f->size != e->size)
 		f->present = false; /* changed on the server: fetch again */
 	return 0;
 live:
@@ -180,10 +179,9 @@ static void fill_file_stat(struct wsfile *f, struct stat *st)
 	}
 }
 
-int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st,
-		      struct fuse_file_info *fi)
+int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st, uint64_t fh)
 {
-	struct wshandle *h = handle_of(fi);
+	struct wshandle *h = handle_of(fh);
 	struct wscache *c = ws ? ws->c : NULL;
 	if (h) {
 		struct wsfile *f = h->f;
@@ -225,12 +223,12 @@ int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st,
 	return rc;
 }
 
-/* What fuse_file_info.fh points to for a workspace directory: the names
+/* What the handle of a workspace directory points to: the names
  * of the listing when the pass started. Attributes are not kept: they are
  * read at each chunk, since a file can be written between two chunks and
  * the kernel takes READDIRPLUS attributes as current. */
 struct wsdirhandle {
-	struct fs_handle h; /* kind FS_HANDLE_WSDIR, first member */
+	unsigned int kind; /* WS_HANDLE_DIR, first member */
 	char **names;
 	size_t n;
 	bool taken; /* a snapshot was taken (it may be empty) */
@@ -241,12 +239,12 @@ struct wsdirhandle {
 	struct wsdir *pinned;
 };
 
-static struct wsdirhandle *dirhandle_of(const struct fuse_file_info *fi)
+static struct wsdirhandle *dirhandle_of(uint64_t fh)
 {
-	if (!fi || !fi->fh)
+	if (!fh)
 		return NULL;
-	struct fs_handle *h = fs_handle_of(fi->fh);
-	return h->kind == FS_HANDLE_WSDIR ? (struct wsdirhandle *)h : NULL;
+	unsigned int *kind = (unsigned int *)(uintptr_t)fh;
+	return *kind == WS_HANDLE_DIR ? (struct wsdirhandle *)kind : NULL;
 }
 
 static void dirhandle_clear(struct wsdirhandle *dh)
@@ -259,7 +257,7 @@ static void dirhandle_clear(struct wsdirhandle *dh)
 	dh->taken = false;
 }
 
-int workspace_opendir(struct workspace *ws, const char *rel, struct fuse_file_info *fi)
+int workspace_opendir(struct workspace *ws, const char *rel, uint64_t *fh)
 {
 	int rc = ws_check(ws, rel);
 	if (rc < 0)
@@ -267,18 +265,18 @@ int workspace_opendir(struct workspace *ws, const char *rel, struct fuse_file_in
 	struct wsdirhandle *dh = calloc(1, sizeof(*dh));
 	if (!dh)
 		return -ENOMEM;
-	dh->h.kind = FS_HANDLE_WSDIR;
+	dh->kind = WS_HANDLE_DIR;
 	dh->c = ws->c;
 	pthread_mutex_lock(&ws->c->lock);
 	dh->pinned = dir_pin(ws, rel);
 	pthread_mutex_unlock(&ws->c->lock);
-	fi->fh = (uint64_t)(uintptr_t)dh;
+	*fh = (uint64_t)(uintptr_t)dh;
 	return 0;
 }
 
-void workspace_releasedir(struct fuse_file_info *fi)
+void workspace_releasedir(uint64_t fh)
 {
-	struct wsdirhandle *dh = dirhandle_of(fi);
+	struct wsdirhandle *dh = dirhandle_of(fh);
 	if (!dh)
 		return;
 	if (dh->pinned) {
@@ -288,7 +286,6 @@ void workspace_releasedir(struct fuse_file_info *fi)
 	}
 	dirhandle_clear(dh);
 	free(dh);
-	fi->fh = 0;
 }
 
 /* Takes the names of d into dh. */
@@ -336,15 +333,14 @@ static bool entry_stat(struct workspace *ws, struct wsdir *d, const char *rel,
  * offsets matter: libfuse sends READDIRPLUS entries filled at offset 0
  * with no node id, and the kernel then looks every name up again. A name
  * gone since the pass started is skipped; one that came is in the next. */
-int workspace_readdir(struct workspace *ws, const char *rel, void *buf,
-		      fuse_fill_dir_t filler, off_t off, struct fuse_file_info *fi,
-		      enum fuse_readdir_flags flags)
+int workspace_readdir(struct workspace *ws, const char *rel, void *buf, ws_fill_fn filler,
+		      off_t off, uint64_t fh, bool plus)
 {
 	int rc = ws_check(ws, rel);
 	if (rc < 0)
 		return rc;
-	struct wsdirhandle *dh = dirhandle_of(fi);
-	struct wsdirhandle local = {.h.kind = FS_HANDLE_WSDIR};
+	struct wsdirhandle *dh = dirhandle_of(fh);
+	struct wsdirhandle local = {.kind = WS_HANDLE_DIR};
 	if (!dh) { /* no handle (tests call it so): the whole pass at once */
 		dh = &local;
 		off = 0;
@@ -359,21 +355,20 @@ int workspace_readdir(struct workspace *ws, const char *rel, void *buf,
 		pthread_mutex_unlock(&c->lock);
 		return rc;
 	}
-	enum fuse_fill_dir_flags ff =
-	    (flags & FUSE_READDIR_PLUS) ? FUSE_FILL_DIR_PLUS : 0;
 	struct stat st;
 	if (off < 1) {
-		struct wsattr self = {.is_dir = true, .mtime = rel[0] ? (struct timespec){0} : ws->born};
+		struct wsattr self = {.is_dir = true,
+				      .mtime = rel[0] ? (struct timespec){0} : ws->born};
 		fill_stat(ws, rel, &self, &st);
-		if (filler(buf, ".", &st, 1, 0))
+		if (filler(buf, ".", &st, 1, false))
 			goto out;
 	}
-	if (off < 2 && filler(buf, "..", NULL, 2, 0))
+	if (off < 2 && filler(buf, "..", NULL, 2, false))
 		goto out;
 	for (size_t i = off > 2 ? (size_t)off - 2 : 0; i < dh->n; i++) {
 		if (!entry_stat(ws, d, rel, dh->names[i], &st))
 			continue;
-		if (filler(buf, dh->names[i], &st, (off_t)i + 3, ff))
+		if (filler(buf, dh->names[i], &st, (off_t)i + 3, plus))
 			break;
 	}
 out:
@@ -383,16 +378,16 @@ out:
 	return 0;
 }
 
-static int handle_new(struct wsfile *f, struct fuse_file_info *fi, struct wsfetch *fe)
+static int handle_new(struct wsfile *f, struct wsopen *o, struct wsfetch *fe)
 {
 	struct wshandle *h = calloc(1, sizeof(*h));
 	if (!h)
 		return -ENOMEM;
-	h->h.kind = FS_HANDLE_WORKSPACE;
+	h->kind = WS_HANDLE_FILE;
 	h->f = f;
 	h->fetch = fe;
-	h->flags = fi->flags;
-	fi->fh = (uint64_t)(uintptr_t)h;
+	h->flags = o->flags;
+	o->fh = (uint64_t)(uintptr_t)h;
 	return 0;
 }
 
@@ -535,7 +530,7 @@ static int content_open(struct wsfile *f, struct wsfetch **fe, bool *fetched)
 	}
 }
 
-int workspace_open(struct workspace *ws, const char *rel, struct fuse_file_info *fi)
+int workspace_open(struct workspace *ws, const char *rel, struct wsopen *o)
 {
 	int rc = ws_check(ws, rel);
 	if (rc < 0)
@@ -543,8 +538,8 @@ int workspace_open(struct workspace *ws, const char *rel, struct fuse_file_info 
 	if (!rel[0])
 		return -EISDIR;
 	struct wscache *c = ws->c;
-	int acc = fi->flags & O_ACCMODE;
-	bool trunc = (fi->flags & O_TRUNC) && acc != O_RDONLY;
+	int acc = o->flags & O_ACCMODE;
+	bool trunc = (o->flags & O_TRUNC) && acc != O_RDONLY;
 
 	pthread_mutex_lock(&c->lock);
 	struct wsfile *f;
@@ -569,7 +564,7 @@ int workspace_open(struct workspace *ws, const char *rel, struct fuse_file_info 
 		rc = content_open(f, &fe, &fetched);
 	}
 	if (rc == 0)
-		rc = handle_new(f, fi, fe);
+		rc = handle_new(f, o, fe);
 	pthread_mutex_lock(&c->lock);
 	bool others = false, mixed = false;
 	if (rc < 0) {
@@ -595,16 +590,15 @@ int workspace_open(struct workspace *ws, const char *rel, struct fuse_file_info 
 	if (rc < 0)
 		return rc;
 	/* Pages the kernel holds are still right unless we fetched anew. */
-	fi->keep_cache = !fetched && !trunc && !mixed;
-	fi->direct_io = others;
+	o->keep_cache = !fetched && !trunc && !mixed;
+	o->direct_io = others;
 	/* A read-only descriptor never uploads at its close (workspace_flush
 	 * acts for descriptors that wrote, created or truncated): no FLUSH. */
-	fi->noflush = acc == O_RDONLY;
+	o->noflush = acc == O_RDONLY;
 	return 0;
 }
 
-int workspace_create(struct workspace *ws, const char *rel, mode_t mode,
-		     struct fuse_file_info *fi)
+int workspace_create(struct workspace *ws, const char *rel, mode_t mode, struct wsopen *o)
 {
 	int rc = ws_check(ws, rel);
 	if (rc < 0)
@@ -617,11 +611,11 @@ int workspace_create(struct workspace *ws, const char *rel, mode_t mode,
 	rc = lookup(ws, rel, &a);
 	if (rc == 0) {
 		pthread_mutex_unlock(&c->lock);
-		if (fi->flags & O_EXCL)
+		if (o->flags & O_EXCL)
 			return -EEXIST;
 		if (a.is_dir)
 			return -EISDIR;
-		return workspace_open(ws, rel, fi);
+		return workspace_open(ws, rel, o);
 	}
 	if (rc != -ENOENT) {
 		pthread_mutex_unlock(&c->lock);
@@ -649,29 +643,29 @@ int workspace_create(struct workspace *ws, const char *rel, mode_t mode,
 	cache_set_dirty(f, true); /* even empty, it is uploaded at close */
 	f->wgen++;
 	f->opens++;
-	f->writers += (fi->flags & O_ACCMODE) != O_RDONLY; /* as release counts */
+	f->writers += (o->flags & O_ACCMODE) != O_RDONLY; /* as release counts */
 	dir_upsert(ws, rel, 0, false, &f->mtime);
 	meta_drop(ws, rel);
 	if ((mode & 07777) != WS_FILE_MODE && c->cfg.exec)
 		(void)mode_queue(ws, rel, mode & 07777);
 	c->n.hits++;
 	pthread_mutex_unlock(&c->lock);
-	rc = handle_new(f, fi, NULL);
+	rc = handle_new(f, o, NULL);
 	if (rc < 0) {
 		pthread_mutex_lock(&c->lock);
 		f->opens--;
-		f->writers -= (fi->flags & O_ACCMODE) != O_RDONLY;
+		f->writers -= (o->flags & O_ACCMODE) != O_RDONLY;
 		file_unref(f);
 		pthread_mutex_unlock(&c->lock);
 		return rc;
 	}
-	fi->keep_cache = 0;
+	o->keep_cache = false;
 	return 0;
 }
 
-int workspace_read(struct fuse_file_info *fi, char *buf, size_t size, off_t off)
+int workspace_read(uint64_t fh, char *buf, size_t size, off_t off)
 {
-	struct wshandle *h = handle_of(fi);
+	struct wshandle *h = handle_of(fh);
 	if (!h)
 		return -EBADF;
 	struct wsfile *f = h->f;
@@ -732,9 +726,9 @@ int workspace_read(struct fuse_file_info *fi, char *buf, size_t size, off_t off)
 	return rc < 0 ? rc : (int)done;
 }
 
-int workspace_write(struct fuse_file_info *fi, const char *buf, size_t size, off_t off)
+int workspace_write(uint64_t fh, const char *buf, size_t size, off_t off)
 {
-	struct wshandle *h = handle_of(fi);
+	struct wshandle *h = handle_of(fh);
 	if (!h)
 		return -EBADF;
 	struct wsfile *f = h->f;
@@ -798,9 +792,9 @@ static int upload_now(struct wsfile *f, enum upload_caller who)
 	return rc;
 }
 
-int workspace_flush(struct fuse_file_info *fi)
+int workspace_flush(uint64_t fh)
 {
-	struct wshandle *h = handle_of(fi);
+	struct wshandle *h = handle_of(fh);
 	if (!h)
 		return -EBADF;
 	/* Only a descriptor that wrote uploads at its close: a shell's
@@ -827,17 +821,17 @@ int workspace_flush(struct fuse_file_info *fi)
 	return rc;
 }
 
-int workspace_fsync(struct fuse_file_info *fi, int datasync)
+int workspace_fsync(uint64_t fh, int datasync)
 {
-	struct wshandle *h = handle_of(fi);
+	struct wshandle *h = handle_of(fh);
 	if (!h)
 		return -EBADF;
 	return upload_now(h->f, UPLOAD_CALLER_WAITS);
 }
 
-int workspace_release(struct fuse_file_info *fi)
+int workspace_release(uint64_t fh)
 {
-	struct wshandle *h = handle_of(fi);
+	struct wshandle *h = handle_of(fh);
 	if (!h)
 		return -EBADF;
 	struct wsfile *f = h->f;
@@ -859,18 +853,16 @@ int workspace_release(struct fuse_file_info *fi)
 		pthread_mutex_unlock(&c->lock);
 	}
 	unref(f);
-	h->h.kind = 0;
+	h->kind = 0;
 	free(h);
-	fi->fh = 0;
 	return 0;
 }
 
-int workspace_truncate(struct workspace *ws, const char *rel, off_t size,
-		       struct fuse_file_info *fi)
+int workspace_truncate(struct workspace *ws, const char *rel, off_t size, uint64_t fh)
 {
 	if (size < 0)
 		return -EINVAL;
-	struct wshandle *h = handle_of(fi);
+	struct wshandle *h = handle_of(fh);
 	if (h) {
 		pthread_mutex_lock(&h->f->mx);
 		int rc = cache_fetch_idle(h->f);
@@ -1600,9 +1592,9 @@ int workspace_statfs(struct workspace *ws, struct statvfs *st)
 	return 0;
 }
 
-off_t workspace_lseek(struct fuse_file_info *fi, off_t off, int whence)
+off_t workspace_lseek(uint64_t fh, off_t off, int whence)
 {
-	struct wshandle *h = handle_of(fi);
+	struct wshandle *h = handle_of(fh);
 	if (!h)
 		return -EBADF;
 	if (h->fetch) {

@@ -62,36 +62,36 @@ static void test_listing(struct workspace *ws)
 
 	long lists0 = srv_stat(&S, "lists");
 	struct names nm = {0};
-	CHECK_EQ(workspace_readdir(ws, "", &nm, names_fill, 0, NULL, 0), 0);
+	CHECK_EQ(workspace_readdir(ws, "", &nm, names_fill, 0, 0, false), 0);
 	CHECK(names_has(&nm, "a.txt") && names_has(&nm, "b.txt") &&
 	      names_has(&nm, "sub"));
 	CHECK(!names_has(&nm, ".sandbox-agent"));
 	names_clear(&nm);
 
 	struct stat st;
-	CHECK_EQ(workspace_getattr(ws, "a.txt", &st, NULL), 0);
+	CHECK_EQ(workspace_getattr(ws, "a.txt", &st, 0), 0);
 	CHECK_EQ(st.st_size, 6);
 	CHECK(S_ISREG(st.st_mode));
-	CHECK_EQ(workspace_getattr(ws, "b.txt", &st, NULL), 0);
+	CHECK_EQ(workspace_getattr(ws, "b.txt", &st, 0), 0);
 	CHECK_EQ(st.st_size, 3);
-	CHECK_EQ(workspace_getattr(ws, "sub", &st, NULL), 0);
+	CHECK_EQ(workspace_getattr(ws, "sub", &st, 0), 0);
 	CHECK(S_ISDIR(st.st_mode));
 	/* Negative lookups come from the same listing. */
-	CHECK_EQ(workspace_getattr(ws, "missing", &st, NULL), -ENOENT);
-	CHECK_EQ(workspace_getattr(ws, ".sandbox-agent", &st, NULL), -ENOENT);
-	CHECK_EQ(workspace_getattr(ws, ".pool/x", &st, NULL), -ENOENT);
-	CHECK_EQ(workspace_readdir(ws, ".pool", &nm, names_fill, 0, NULL, 0), -ENOENT);
+	CHECK_EQ(workspace_getattr(ws, "missing", &st, 0), -ENOENT);
+	CHECK_EQ(workspace_getattr(ws, ".sandbox-agent", &st, 0), -ENOENT);
+	CHECK_EQ(workspace_getattr(ws, ".pool/x", &st, 0), -ENOENT);
+	CHECK_EQ(workspace_readdir(ws, ".pool", &nm, names_fill, 0, 0, false), -ENOENT);
 	CHECK_EQ(srv_stat(&S, "lists") - lists0, 1);
 
 	/* One more listing for the subdirectory, however many lookups. */
-	CHECK_EQ(workspace_getattr(ws, "sub/c.txt", &st, NULL), 0);
+	CHECK_EQ(workspace_getattr(ws, "sub/c.txt", &st, 0), 0);
 	CHECK_EQ(st.st_size, 4);
-	CHECK_EQ(workspace_getattr(ws, "sub/nope", &st, NULL), -ENOENT);
-	CHECK_EQ(workspace_readdir(ws, "sub", &nm, names_fill, 0, NULL, 0), 0);
+	CHECK_EQ(workspace_getattr(ws, "sub/nope", &st, 0), -ENOENT);
+	CHECK_EQ(workspace_readdir(ws, "sub", &nm, names_fill, 0, 0, false), 0);
 	CHECK(names_has(&nm, "c.txt"));
 	names_clear(&nm);
 	CHECK_EQ(srv_stat(&S, "lists") - lists0, 2);
-	CHECK_EQ(workspace_getattr(ws, "nodir/x", &st, NULL), -ENOENT);
+	CHECK_EQ(workspace_getattr(ws, "nodir/x", &st, 0), -ENOENT);
 }
 
 static void test_read_write(struct workspace *ws)
@@ -113,26 +113,26 @@ static void test_read_write(struct workspace *ws)
 	CHECK_EQ(srv_stat(&S, "puts") - puts0, 1);
 
 	/* Size of an open, dirty file comes from its cache file. */
-	struct fuse_file_info fi = {.flags = O_RDWR};
+	struct wsopen fi = {.flags = O_RDWR};
 	CHECK_EQ(workspace_open(ws, "new.txt", &fi), 0);
-	CHECK_EQ(workspace_write(&fi, "0123456789ABCDEF", 16, 11), 16);
+	CHECK_EQ(workspace_write(fi.fh, "0123456789ABCDEF", 16, 11), 16);
 	struct stat st;
-	CHECK_EQ(workspace_getattr(ws, "new.txt", &st, NULL), 0);
+	CHECK_EQ(workspace_getattr(ws, "new.txt", &st, 0), 0);
 	CHECK_EQ(st.st_size, 27);
 	CHECK(srv_has(&S, "new.txt", "new content")); /* not before close */
 	char buf[64];
-	CHECK_EQ(workspace_read(&fi, buf, sizeof(buf), 0), 27);
-	CHECK_EQ(workspace_lseek(&fi, 0, SEEK_END), 27);
-	CHECK_EQ(workspace_flush(&fi), 0);
-	CHECK_EQ(workspace_release(&fi), 0);
+	CHECK_EQ(workspace_read(fi.fh, buf, sizeof(buf), 0), 27);
+	CHECK_EQ(workspace_lseek(fi.fh, 0, SEEK_END), 27);
+	CHECK_EQ(workspace_flush(fi.fh), 0);
+	CHECK_EQ(workspace_release(fi.fh), 0);
 	CHECK(srv_has(&S, "new.txt", "new content0123456789ABCDEF"));
 
 	/* O_APPEND writes at the end whatever the offset. */
-	fi = (struct fuse_file_info){.flags = O_WRONLY | O_APPEND};
+	fi = (struct wsopen){.flags = O_WRONLY | O_APPEND};
 	CHECK_EQ(workspace_open(ws, "a.txt", &fi), 0);
-	CHECK_EQ(workspace_write(&fi, "more\n", 5, 0), 5);
-	CHECK_EQ(workspace_flush(&fi), 0);
-	workspace_release(&fi);
+	CHECK_EQ(workspace_write(fi.fh, "more\n", 5, 0), 5);
+	CHECK_EQ(workspace_flush(fi.fh), 0);
+	workspace_release(fi.fh);
 	CHECK(srv_has(&S, "a.txt", "hello\nmore\n"));
 
 	/* O_TRUNC empties it before the write. */
@@ -140,22 +140,22 @@ static void test_read_write(struct workspace *ws)
 	CHECK(srv_has(&S, "a.txt", "x"));
 
 	/* truncate(2) of a closed file reaches the server at once. */
-	CHECK_EQ(workspace_truncate(ws, "new.txt", 3, NULL), 0);
+	CHECK_EQ(workspace_truncate(ws, "new.txt", 3, 0), 0);
 	CHECK(srv_has(&S, "new.txt", "new"));
-	CHECK_EQ(workspace_truncate(ws, "new.txt", 5, NULL), 0);
+	CHECK_EQ(workspace_truncate(ws, "new.txt", 5, 0), 0);
 	size_t n;
 	char *raw = srv_read(&S, "new.txt", &n);
 	CHECK(raw && n == 5 && memcmp(raw, "new\0\0", 5) == 0);
 	free(raw);
 
 	/* ftruncate on a handle: uploaded at its close. */
-	fi = (struct fuse_file_info){.flags = O_RDWR};
+	fi = (struct wsopen){.flags = O_RDWR};
 	CHECK_EQ(workspace_open(ws, "new.txt", &fi), 0);
-	CHECK_EQ(workspace_truncate(ws, "new.txt", 1, &fi), 0);
-	CHECK_EQ(workspace_getattr(ws, NULL, &st, &fi), 0);
+	CHECK_EQ(workspace_truncate(ws, "new.txt", 1, fi.fh), 0);
+	CHECK_EQ(workspace_getattr(ws, NULL, &st, fi.fh), 0);
 	CHECK_EQ(st.st_size, 1);
-	CHECK_EQ(workspace_flush(&fi), 0);
-	workspace_release(&fi);
+	CHECK_EQ(workspace_flush(fi.fh), 0);
+	workspace_release(fi.fh);
 	CHECK(srv_has(&S, "new.txt", "n"));
 
 	/* Files written then read back through the API. */
@@ -163,7 +163,7 @@ static void test_read_write(struct workspace *ws)
 	CHECK(s && strcmp(s, "n") == 0);
 	free(s);
 	CHECK(ws_get(ws, "ghost", &err) == NULL && err == -ENOENT);
-	fi = (struct fuse_file_info){.flags = O_RDONLY};
+	fi = (struct wsopen){.flags = O_RDONLY};
 	CHECK_EQ(workspace_open(ws, "sub", &fi), -EISDIR);
 }
 
@@ -174,8 +174,8 @@ static void test_rename(struct workspace *ws)
 	CHECK(!srv_exists(&S, "r1"));
 	CHECK(srv_has(&S, "r2", "one"));
 	struct stat st;
-	CHECK_EQ(workspace_getattr(ws, "r1", &st, NULL), -ENOENT);
-	CHECK_EQ(workspace_getattr(ws, "r2", &st, NULL), 0);
+	CHECK_EQ(workspace_getattr(ws, "r1", &st, 0), -ENOENT);
+	CHECK_EQ(workspace_getattr(ws, "r2", &st, 0), 0);
 
 	/* Over an existing file, and of a file never read here. */
 	srv_put(&S, "r3", "three");
@@ -192,22 +192,22 @@ static void test_rename(struct workspace *ws)
 	CHECK(srv_has(&S, "r2", "three"));
 
 	/* An open file: the handle follows the new name. */
-	struct fuse_file_info fi = {.flags = O_RDWR};
+	struct wsopen fi = {.flags = O_RDWR};
 	CHECK_EQ(workspace_open(ws, "r4", &fi), 0);
 	CHECK_EQ(workspace_rename(ws, "r4", "sub/r5", 0), 0);
-	CHECK_EQ(workspace_write(&fi, "FOUR", 4, 0), 4);
-	CHECK_EQ(workspace_flush(&fi), 0);
-	workspace_release(&fi);
+	CHECK_EQ(workspace_write(fi.fh, "FOUR", 4, 0), 4);
+	CHECK_EQ(workspace_flush(fi.fh), 0);
+	workspace_release(fi.fh);
 	CHECK(srv_has(&S, "sub/r5", "FOUR"));
 	CHECK(!srv_exists(&S, "r4"));
 
 	/* A dirty, open file renamed before its close (editors' temp files). */
-	fi = (struct fuse_file_info){.flags = O_WRONLY | O_CREAT};
+	fi = (struct wsopen){.flags = O_WRONLY | O_CREAT};
 	CHECK_EQ(workspace_create(ws, "tmp.swp", 0644, &fi), 0);
-	CHECK_EQ(workspace_write(&fi, "saved", 5, 0), 5);
+	CHECK_EQ(workspace_write(fi.fh, "saved", 5, 0), 5);
 	CHECK_EQ(workspace_rename(ws, "tmp.swp", "saved.txt", 0), 0);
-	CHECK_EQ(workspace_flush(&fi), 0);
-	workspace_release(&fi);
+	CHECK_EQ(workspace_flush(fi.fh), 0);
+	workspace_release(fi.fh);
 	CHECK(srv_has(&S, "saved.txt", "saved"));
 	CHECK(!srv_exists(&S, "tmp.swp"));
 
@@ -225,12 +225,12 @@ static void test_dirs(struct workspace *ws, int *execs)
 	snprintf(p, sizeof(p), "%s/d1", S.ws);
 	CHECK(stat(p, &st) == 0 && S_ISDIR(st.st_mode));
 	struct names nm = {0};
-	CHECK_EQ(workspace_readdir(ws, "d1", &nm, names_fill, 0, NULL, 0), 0);
+	CHECK_EQ(workspace_readdir(ws, "d1", &nm, names_fill, 0, 0, false), 0);
 	CHECK_EQ(nm.n, 2); /* . and .. only: the placeholder is gone */
 	names_clear(&nm);
 	CHECK_EQ(workspace_mkdir(ws, "d1", 0755), -EEXIST);
 	CHECK_EQ(workspace_mkdir(ws, "nodir/d", 0755), -ENOENT);
-	CHECK_EQ(workspace_getattr(ws, "d1", &st, NULL), 0);
+	CHECK_EQ(workspace_getattr(ws, "d1", &st, 0), 0);
 	CHECK(S_ISDIR(st.st_mode));
 
 	CHECK_EQ(ws_put(ws, "d1/f", "f", O_CREAT | O_WRONLY), 0);
@@ -245,35 +245,35 @@ static void test_dirs(struct workspace *ws, int *execs)
 	snprintf(p, sizeof(p), "%s/d2/empty", S.ws);
 	CHECK(stat(p, &st) == 0 && S_ISDIR(st.st_mode));
 	CHECK(!srv_exists(&S, "d1"));
-	CHECK_EQ(workspace_getattr(ws, "d2/f", &st, NULL), 0);
-	CHECK_EQ(workspace_getattr(ws, "d1/f", &st, NULL), -ENOENT);
+	CHECK_EQ(workspace_getattr(ws, "d2/f", &st, 0), 0);
+	CHECK_EQ(workspace_getattr(ws, "d1/f", &st, 0), -ENOENT);
 
 	CHECK_EQ(workspace_unlink(ws, "d2/f"), 0);
 	CHECK(!srv_exists(&S, "d2/f"));
 	CHECK_EQ(workspace_rmdir(ws, "d2/empty"), 0);
 	CHECK_EQ(workspace_rmdir(ws, "d2"), 0);
 	CHECK(!srv_exists(&S, "d2"));
-	CHECK_EQ(workspace_getattr(ws, "d2", &st, NULL), -ENOENT);
+	CHECK_EQ(workspace_getattr(ws, "d2", &st, 0), -ENOENT);
 	CHECK_EQ(workspace_rmdir(ws, "d2"), -ENOENT);
 }
 
 static void test_unlink_open(struct workspace *ws)
 {
 	CHECK_EQ(ws_put(ws, "u.txt", "keep me", O_CREAT | O_WRONLY), 0);
-	struct fuse_file_info fi = {.flags = O_RDWR};
+	struct wsopen fi = {.flags = O_RDWR};
 	CHECK_EQ(workspace_open(ws, "u.txt", &fi), 0);
 	CHECK_EQ(workspace_unlink(ws, "u.txt"), 0);
 	CHECK(!srv_exists(&S, "u.txt"));
 	struct stat st;
-	CHECK_EQ(workspace_getattr(ws, "u.txt", &st, NULL), -ENOENT);
+	CHECK_EQ(workspace_getattr(ws, "u.txt", &st, 0), -ENOENT);
 	char buf[32] = {0};
-	CHECK_EQ(workspace_read(&fi, buf, sizeof(buf), 0), 7);
+	CHECK_EQ(workspace_read(fi.fh, buf, sizeof(buf), 0), 7);
 	CHECK(strcmp(buf, "keep me") == 0);
-	CHECK_EQ(workspace_write(&fi, "KEEP", 4, 0), 4);
-	CHECK_EQ(workspace_getattr(ws, NULL, &st, &fi), 0);
+	CHECK_EQ(workspace_write(fi.fh, "KEEP", 4, 0), 4);
+	CHECK_EQ(workspace_getattr(ws, NULL, &st, fi.fh), 0);
 	CHECK_EQ(st.st_size, 7);
-	CHECK_EQ(workspace_flush(&fi), 0);
-	workspace_release(&fi);
+	CHECK_EQ(workspace_flush(fi.fh), 0);
+	workspace_release(fi.fh);
 	CHECK(!srv_exists(&S, "u.txt")); /* not uploaded again */
 	CHECK_EQ(workspace_unlink(ws, "u.txt"), -ENOENT);
 }
@@ -285,12 +285,12 @@ static void test_names(struct workspace *ws)
 	longname[256] = '\0';
 	struct stat st;
 	long req0 = srv_stat(&S, "lists") + srv_stat(&S, "gets") + srv_stat(&S, "puts");
-	CHECK_EQ(workspace_getattr(ws, longname, &st, NULL), -ENAMETOOLONG);
+	CHECK_EQ(workspace_getattr(ws, longname, &st, 0), -ENAMETOOLONG);
 	CHECK_EQ(workspace_mkdir(ws, longname, 0755), -ENAMETOOLONG);
-	CHECK_EQ(workspace_getattr(ws, "bad\x01name", &st, NULL), -EINVAL);
-	struct fuse_file_info fi = {.flags = O_WRONLY | O_CREAT};
+	CHECK_EQ(workspace_getattr(ws, "bad\x01name", &st, 0), -EINVAL);
+	struct wsopen fi = {.flags = O_WRONLY | O_CREAT};
 	CHECK_EQ(workspace_create(ws, "bad\nname", 0644, &fi), -EINVAL);
-	CHECK_EQ(workspace_getattr(ws, "a/../b", &st, NULL), -EINVAL);
+	CHECK_EQ(workspace_getattr(ws, "a/../b", &st, 0), -EINVAL);
 	CHECK_EQ(srv_stat(&S, "lists") + srv_stat(&S, "gets") + srv_stat(&S, "puts"),
 		 req0);
 	memset(longname, 'y', 255);
@@ -308,7 +308,7 @@ static void test_hostile_listing(struct workspace *ws)
 	CHECK(srv_faults(&S, "{\"hostile_listing\": true}"));
 	workspace_invalidate(ws);
 	struct names nm = {0};
-	CHECK_EQ(workspace_readdir(ws, "", &nm, names_fill, 0, NULL, 0), 0);
+	CHECK_EQ(workspace_readdir(ws, "", &nm, names_fill, 0, 0, false), 0);
 	CHECK(srv_faults(&S, "{}"));
 	CHECK(names_has(&nm, "b.txt"));
 	for (int i = 0; i < nm.n; i++) {
@@ -343,7 +343,7 @@ static void test_invalidate(struct workspace *ws)
 	srv_put(&S, "inv.txt", "longer now");
 	workspace_invalidate(ws);
 	struct stat st;
-	CHECK_EQ(workspace_getattr(ws, "inv.txt", &st, NULL), 0);
+	CHECK_EQ(workspace_getattr(ws, "inv.txt", &st, 0), 0);
 	CHECK_EQ(st.st_size, 10);
 	s = ws_get(ws, "inv.txt", &err);
 	CHECK(s && strcmp(s, "longer now") == 0);
@@ -356,7 +356,7 @@ static void test_invalidate(struct workspace *ws)
  * directory is never made again on the server. (Through a mount, libfuse
  * orders a close after a rename of a directory above it; the retry thread
  * and the workspace core's other callers have no such lock.) */
-static struct fuse_file_info race_fi;
+static struct wsopen race_fi;
 static pthread_t race_thread;
 static int race_flush = 1;
 static bool race_done;
@@ -364,8 +364,8 @@ static pthread_mutex_t race_mx = PTHREAD_MUTEX_INITIALIZER;
 
 static void *race_close(void *arg)
 {
-	int w = workspace_write(&race_fi, "+second", 7, 5);
-	int rc = workspace_flush(&race_fi);
+	int w = workspace_write(race_fi.fh, "+second", 7, 5);
+	int rc = workspace_flush(race_fi.fh);
 	pthread_mutex_lock(&race_mx);
 	race_flush = w == 7 ? rc : -EIO;
 	race_done = true;
@@ -392,14 +392,14 @@ static void race_during_mv(void)
 static void test_rename_race(struct workspace *ws)
 {
 	CHECK_EQ(workspace_mkdir(ws, "race1", 0755), 0);
-	race_fi = (struct fuse_file_info){.flags = O_RDWR | O_CREAT};
+	race_fi = (struct wsopen){.flags = O_RDWR | O_CREAT};
 	CHECK_EQ(workspace_create(ws, "race1/open", 0644, &race_fi), 0);
-	CHECK_EQ(workspace_write(&race_fi, "first", 5, 0), 5);
+	CHECK_EQ(workspace_write(race_fi.fh, "first", 5, 0), 5);
 	after_exec = race_during_mv;
 	CHECK_EQ(workspace_rename(ws, "race1", "race2", 0), 0);
 	CHECK_EQ(pthread_join(race_thread, NULL), 0);
 	CHECK_EQ(race_flush, 0);
-	workspace_release(&race_fi);
+	workspace_release(race_fi.fh);
 	CHECK(srv_has(&S, "race2/open", "first+second"));
 	CHECK(!srv_exists(&S, "race1"));
 }
@@ -415,7 +415,7 @@ static void test_modes(struct workspace *ws, struct workspace *ws_noexec, int *e
 
 	int e0 = *execs;
 	CHECK_EQ(workspace_chmod(ws, "run.sh", 0755), 0);
-	CHECK_EQ(workspace_getattr(ws, "run.sh", &st, NULL), 0);
+	CHECK_EQ(workspace_getattr(ws, "run.sh", &st, 0), 0);
 	CHECK_EQ(st.st_mode & 07777, 0755);
 	CHECK_EQ(*execs, e0); /* queued, not run yet */
 	CHECK_EQ(workspace_mkdir(ws, "private", 0700), 0);
@@ -436,7 +436,7 @@ static void test_modes(struct workspace *ws, struct workspace *ws_noexec, int *e
 		CHECK_EQ(workspace_chown(ws, "run.sh", 12345, (gid_t)-1), -EPERM);
 	struct timespec tv[2] = {{1000000000, 5}, {1234567890, 0}};
 	CHECK_EQ(workspace_utimens(ws, "run.sh", tv), 0);
-	CHECK_EQ(workspace_getattr(ws, "run.sh", &st, NULL), 0);
+	CHECK_EQ(workspace_getattr(ws, "run.sh", &st, 0), 0);
 	CHECK_EQ(st.st_mtim.tv_sec, 1234567890);
 	CHECK_EQ(st.st_atim.tv_sec, 1000000000);
 	CHECK_EQ(workspace_symlink(ws, "x", "link"), -EPERM);
@@ -451,20 +451,20 @@ static void test_modes(struct workspace *ws, struct workspace *ws_noexec, int *e
 	 * tree. */
 	CHECK_EQ(workspace_mkdir(ws, "m1", 0755), 0);
 	CHECK_EQ(ws_put(ws, "m1/x", "x", O_CREAT | O_WRONLY), 0);
-	struct fuse_file_info fi = {.flags = O_RDWR | O_CREAT};
+	struct wsopen fi = {.flags = O_RDWR | O_CREAT};
 	CHECK_EQ(workspace_create(ws, "m1/open", 0644, &fi), 0);
-	CHECK_EQ(workspace_write(&fi, "first", 5, 0), 5);
+	CHECK_EQ(workspace_write(fi.fh, "first", 5, 0), 5);
 	int e1 = *execs;
 	CHECK_EQ(workspace_rename(ws, "m1", "m2", 0), 0);
 	CHECK_EQ(*execs, e1 + 1); /* one mv in the sandbox */
-	CHECK_EQ(workspace_write(&fi, "+second", 7, 5), 7);
-	CHECK_EQ(workspace_flush(&fi), 0);
-	workspace_release(&fi);
+	CHECK_EQ(workspace_write(fi.fh, "+second", 7, 5), 7);
+	CHECK_EQ(workspace_flush(fi.fh), 0);
+	workspace_release(fi.fh);
 	CHECK(srv_has(&S, "m2/open", "first+second"));
 	CHECK(!srv_exists(&S, "m1/open"));
 	CHECK(srv_has(&S, "m2/x", "x"));
 	CHECK(!srv_exists(&S, "m1"));
-	CHECK_EQ(workspace_getattr(ws, "m2/x", &st, NULL), 0);
+	CHECK_EQ(workspace_getattr(ws, "m2/x", &st, 0), 0);
 }
 
 /* A filler that takes at most `room` names per call, like a kernel
@@ -477,16 +477,15 @@ struct chunk {
 };
 
 static int chunk_fill(void *buf, const char *name, const struct stat *st, off_t off,
-		      enum fuse_fill_dir_flags flags)
+		      bool plus)
 {
 	struct chunk *ck = buf;
 	if (ck->room-- <= 0)
 		return 1;
-	if (strcmp(name, ".") && strcmp(name, "..") &&
-	    (!st || !(flags & FUSE_FILL_DIR_PLUS) || off <= 0))
+	if (strcmp(name, ".") && strcmp(name, "..") && (!st || !plus || off <= 0))
 		ck->plus_with_stat = false;
 	ck->last = off;
-	return names_fill(&ck->nm, name, st, off, flags);
+	return names_fill(&ck->nm, name, st, off, plus);
 }
 
 /* One readdir pass in chunks of 7 through a directory handle: every name
@@ -502,17 +501,17 @@ static void test_readdir_chunks(struct workspace *ws)
 		snprintf(name, sizeof(name), "chunks/f%02d", i);
 		srv_put(&S, name, "x");
 	}
-	struct fuse_file_info fi = {0};
-	CHECK_EQ(workspace_opendir(ws, "chunks", &fi), 0);
+	struct wsopen fi = {0};
+	CHECK_EQ(workspace_opendir(ws, "chunks", &fi.fh), 0);
 	struct chunk ck = {.plus_with_stat = true};
 	off_t off = 0;
 	int calls = 0;
 	do {
 		ck.room = 7;
 		int before = ck.nm.n;
-		CHECK_EQ(workspace_readdir(ws, "chunks", &ck, chunk_fill, off, &fi,
-					   FUSE_READDIR_PLUS),
-			 0);
+		CHECK_EQ(
+		    workspace_readdir(ws, "chunks", &ck, chunk_fill, off, fi.fh, true),
+		    0);
 		if (ck.nm.n == before)
 			break;
 		off = ck.last;
@@ -535,12 +534,11 @@ static void test_readdir_chunks(struct workspace *ws)
 	names_clear(&ck.nm);
 	/* a new pass (offset 0) sees the change */
 	ck.room = 1000;
-	CHECK_EQ(workspace_readdir(ws, "chunks", &ck, chunk_fill, 0, &fi, 0), 0);
+	CHECK_EQ(workspace_readdir(ws, "chunks", &ck, chunk_fill, 0, fi.fh, false), 0);
 	CHECK_EQ(ck.nm.n, 41);
 	CHECK(!names_has(&ck.nm, "f00"));
 	names_clear(&ck.nm);
-	workspace_releasedir(&fi);
-	CHECK_EQ(fi.fh, 0);
+	workspace_releasedir(fi.fh);
 }
 
 int main(int argc, char **argv)

@@ -144,7 +144,7 @@ static bool healthy(void *arg)
 static void warm(struct workspace *ws)
 {
 	struct stat st;
-	CHECK_EQ(workspace_getattr(ws, "nothing-here", &st, NULL), -ENOENT);
+	CHECK_EQ(workspace_getattr(ws, "nothing-here", &st, 0), -ENOENT);
 }
 
 static void test_fail_then_retry(void)
@@ -155,12 +155,12 @@ static void test_fail_then_retry(void)
 	warm(ws);
 
 	CHECK(srv_faults(&S, FAULT_500));
-	struct fuse_file_info fi = {.flags = O_WRONLY | O_CREAT};
+	struct wsopen fi = {.flags = O_WRONLY | O_CREAT};
 	CHECK_EQ(workspace_create(ws, "p.txt", 0644, &fi), 0);
-	CHECK_EQ(workspace_write(&fi, "pending data", 12, 0), 12);
-	CHECK_EQ(workspace_fsync(&fi, 0), -EIO);
-	CHECK_EQ(workspace_flush(&fi), -EIO);
-	CHECK_EQ(workspace_release(&fi), 0);
+	CHECK_EQ(workspace_write(fi.fh, "pending data", 12, 0), 12);
+	CHECK_EQ(workspace_fsync(fi.fh, 0), -EIO);
+	CHECK_EQ(workspace_flush(fi.fh), -EIO);
+	CHECK_EQ(workspace_release(fi.fh), 0);
 	CHECK(!srv_exists(&S, "p.txt"));
 
 	int problems;
@@ -171,7 +171,7 @@ static void test_fail_then_retry(void)
 
 	/* Still readable here, with its local size. */
 	struct stat st;
-	CHECK_EQ(workspace_getattr(ws, "p.txt", &st, NULL), 0);
+	CHECK_EQ(workspace_getattr(ws, "p.txt", &st, 0), 0);
 	CHECK_EQ(st.st_size, 12);
 
 	/* The fault clears: the thread delivers it, nobody else acts. */
@@ -201,20 +201,20 @@ static void crash_child(void)
 	struct workspace *ws = workspace_get(c, "sb1", S.url);
 	warm(ws);
 	bad |= !srv_faults(&S, FAULT_500);
-	struct fuse_file_info fi = {.flags = O_WRONLY | O_CREAT};
+	struct wsopen fi = {.flags = O_WRONLY | O_CREAT};
 	bad |= workspace_create(ws, "c1.txt", 0644, &fi) != 0;
-	bad |= workspace_write(&fi, "crash data", 10, 0) != 10;
-	bad |= workspace_flush(&fi) != -EIO;
-	bad |= workspace_release(&fi) != 0;
+	bad |= workspace_write(fi.fh, "crash data", 10, 0) != 10;
+	bad |= workspace_flush(fi.fh) != -EIO;
+	bad |= workspace_release(fi.fh) != 0;
 	/* Written on after its intent (a failed upload of a file still
 	 * open, as before a command), then the daemon dies before the
 	 * close: the intent's bytes are gone, the cache file holds the
 	 * user's latest ones, and nothing can have torn them (no reboot). */
-	fi = (struct fuse_file_info){.flags = O_WRONLY | O_CREAT};
+	fi = (struct wsopen){.flags = O_WRONLY | O_CREAT};
 	bad |= workspace_create(ws, "c2.txt", 0644, &fi) != 0;
-	bad |= workspace_write(&fi, "first", 5, 0) != 5;
-	bad |= workspace_flush(&fi) != -EIO;
-	bad |= workspace_write(&fi, "FIRST+more", 10, 0) != 10;
+	bad |= workspace_write(fi.fh, "first", 5, 0) != 5;
+	bad |= workspace_flush(fi.fh) != -EIO;
+	bad |= workspace_write(fi.fh, "FIRST+more", 10, 0) != 10;
 	_exit(bad ? 3 : 0);
 }
 
@@ -280,11 +280,11 @@ static void written_on_child(void)
 	warm(ws);
 	int bad = ws_put(ws, "r.txt", "server copy\n", O_CREAT | O_WRONLY) != 0;
 	bad |= !srv_faults(&S, FAULT_500);
-	struct fuse_file_info fi = {.flags = O_WRONLY | O_TRUNC};
+	struct wsopen fi = {.flags = O_WRONLY | O_TRUNC};
 	bad |= workspace_open(ws, "r.txt", &fi) != 0;
-	bad |= workspace_write(&fi, "first", 5, 0) != 5;
-	bad |= workspace_fsync(&fi, 0) != -EIO;
-	bad |= workspace_write(&fi, "+more", 5, 5) != 5;
+	bad |= workspace_write(fi.fh, "first", 5, 0) != 5;
+	bad |= workspace_fsync(fi.fh, 0) != -EIO;
+	bad |= workspace_write(fi.fh, "+more", 5, 5) != 5;
 	_exit(bad ? 3 : 0);
 }
 
@@ -355,22 +355,22 @@ static void test_syncs(void)
 		snprintf(rel, sizeof(rel), "small%d.txt", i);
 		snprintf(data, sizeof(data), "small file %d\n", i);
 		CHECK_EQ(ws_put(ws, rel, data, O_CREAT | O_WRONLY), 0);
-		struct fuse_file_info fi = {.flags = O_WRONLY};
+		struct wsopen fi = {.flags = O_WRONLY};
 		CHECK_EQ(workspace_open(ws, rel, &fi), 0);
-		CHECK_EQ(workspace_write(&fi, "x", 1, 0), 1);
-		CHECK_EQ(workspace_fsync(&fi, 0), 0);
-		CHECK_EQ(workspace_release(&fi), 0);
+		CHECK_EQ(workspace_write(fi.fh, "x", 1, 0), 1);
+		CHECK_EQ(workspace_fsync(fi.fh, 0), 0);
+		CHECK_EQ(workspace_release(fi.fh), 0);
 	}
 	CHECK(srv_has(&S, "small9.txt", "xmall file 9\n"));
 	CHECK_EQ(stat_of(c, "syncs"), s0);
 	CHECK_EQ(pending_in_journal(j, "sb6"), 0);
 
 	/* Empty create: uploaded at release, after close said 0. */
-	struct fuse_file_info fi = {.flags = O_WRONLY | O_CREAT};
+	struct wsopen fi = {.flags = O_WRONLY | O_CREAT};
 	CHECK_EQ(workspace_create(ws, "empty.txt", 0644, &fi), 0);
-	CHECK_EQ(workspace_flush(&fi), 0);
+	CHECK_EQ(workspace_flush(fi.fh), 0);
 	CHECK(stat_of(c, "syncs") > s0);
-	CHECK_EQ(workspace_release(&fi), 0);
+	CHECK_EQ(workspace_release(fi.fh), 0);
 	CHECK(srv_has(&S, "empty.txt", ""));
 
 	long s1 = stat_of(c, "syncs");
@@ -465,50 +465,51 @@ static void test_running_crc(void)
 
 	/* In order, in chunks: no pass over the file. */
 	long passes = stat_of(c, "checksum_passes");
-	struct fuse_file_info a = {.flags = O_WRONLY | O_CREAT};
+	struct wsopen a = {.flags = O_WRONLY | O_CREAT};
 	CHECK_EQ(workspace_create(ws, "seq.bin", 0644, &a), 0);
 	for (size_t off = 0; off < sizeof(data); off += 65536) {
 		size_t n = sizeof(data) - off < 65536 ? sizeof(data) - off : 65536;
-		CHECK_EQ(workspace_write(&a, (char *)data + off, n, (off_t)off), (int)n);
+		CHECK_EQ(workspace_write(a.fh, (char *)data + off, n, (off_t)off),
+			 (int)n);
 	}
-	CHECK_EQ(workspace_fsync(&a, 0), -EIO);
+	CHECK_EQ(workspace_fsync(a.fh, 0), -EIO);
 	CHECK_EQ(stat_of(c, "checksum_passes"), passes);
 	CHECK(intent_crc(j, "sb5", "seq.bin", &size, &crc));
 	CHECK_EQ(size, sizeof(data));
 	CHECK_EQ(crc, (uint32_t)crc32(0, data, sizeof(data)));
 
 	/* Out of order: one pass, the same crc. */
-	struct fuse_file_info b = {.flags = O_WRONLY | O_CREAT};
+	struct wsopen b = {.flags = O_WRONLY | O_CREAT};
 	CHECK_EQ(workspace_create(ws, "rand.bin", 0644, &b), 0);
-	CHECK_EQ(workspace_write(&b, (char *)data + 100000, 200000, 100000), 200000);
-	CHECK_EQ(workspace_write(&b, (char *)data, 100000, 0), 100000);
-	CHECK_EQ(workspace_fsync(&b, 0), -EIO);
+	CHECK_EQ(workspace_write(b.fh, (char *)data + 100000, 200000, 100000), 200000);
+	CHECK_EQ(workspace_write(b.fh, (char *)data, 100000, 0), 100000);
+	CHECK_EQ(workspace_fsync(b.fh, 0), -EIO);
 	CHECK_EQ(stat_of(c, "checksum_passes"), passes + 1);
 	CHECK(intent_crc(j, "sb5", "rand.bin", &size, &crc));
 	CHECK_EQ(crc, (uint32_t)crc32(0, data, sizeof(data)));
 
 	/* A rewrite in place, then appends: one pass. */
-	CHECK_EQ(workspace_write(&b, "zz", 2, 10), 2);
+	CHECK_EQ(workspace_write(b.fh, "zz", 2, 10), 2);
 	data[10] = data[11] = 'z';
-	CHECK_EQ(workspace_write(&b, (char *)other, 1000, sizeof(data)), 1000);
-	CHECK_EQ(workspace_fsync(&b, 0), -EIO);
+	CHECK_EQ(workspace_write(b.fh, (char *)other, 1000, sizeof(data)), 1000);
+	CHECK_EQ(workspace_fsync(b.fh, 0), -EIO);
 	CHECK_EQ(stat_of(c, "checksum_passes"), passes + 2);
 	CHECK(intent_crc(j, "sb5", "rand.bin", &size, &crc));
 	CHECK_EQ(size, sizeof(data) + 1000);
 	CHECK_EQ(crc, (uint32_t)crc32(crc32(0, data, sizeof(data)), other, 1000));
 
 	/* Truncated to nothing, then written in order: summed again. */
-	CHECK_EQ(workspace_truncate(ws, "seq.bin", 0, &a), 0);
-	CHECK_EQ(workspace_write(&a, (char *)other, 100000, 0), 100000);
-	CHECK_EQ(workspace_write(&a, (char *)other + 100000, 100000, 100000), 100000);
-	CHECK_EQ(workspace_fsync(&a, 0), -EIO);
+	CHECK_EQ(workspace_truncate(ws, "seq.bin", 0, a.fh), 0);
+	CHECK_EQ(workspace_write(a.fh, (char *)other, 100000, 0), 100000);
+	CHECK_EQ(workspace_write(a.fh, (char *)other + 100000, 100000, 100000), 100000);
+	CHECK_EQ(workspace_fsync(a.fh, 0), -EIO);
 	CHECK_EQ(stat_of(c, "checksum_passes"), passes + 2);
 	CHECK(intent_crc(j, "sb5", "seq.bin", &size, &crc));
 	CHECK_EQ(crc, (uint32_t)crc32(0, other, sizeof(other)));
 
 	/* Cut short: one pass. */
-	CHECK_EQ(workspace_truncate(ws, "seq.bin", 4096, &a), 0);
-	CHECK_EQ(workspace_fsync(&a, 0), -EIO);
+	CHECK_EQ(workspace_truncate(ws, "seq.bin", 4096, a.fh), 0);
+	CHECK_EQ(workspace_fsync(a.fh, 0), -EIO);
 	CHECK_EQ(stat_of(c, "checksum_passes"), passes + 3);
 	CHECK(intent_crc(j, "sb5", "seq.bin", &size, &crc));
 	CHECK_EQ(size, 4096);
@@ -516,10 +517,10 @@ static void test_running_crc(void)
 
 	/* The server gets those bytes once the fault clears. */
 	CHECK(srv_faults(&S, "{}"));
-	CHECK_EQ(workspace_flush(&a), 0);
-	CHECK_EQ(workspace_flush(&b), 0);
-	workspace_release(&a);
-	workspace_release(&b);
+	CHECK_EQ(workspace_flush(a.fh), 0);
+	CHECK_EQ(workspace_flush(b.fh), 0);
+	workspace_release(a.fh);
+	workspace_release(b.fh);
 	size_t n = 0;
 	char *got = srv_read(&S, "seq.bin", &n);
 	CHECK(got && n == 4096 && memcmp(got, other, 4096) == 0);
@@ -556,11 +557,11 @@ static void test_enospc_and_eviction(void)
 	for (int i = 0; i < 4; i++) {
 		char rel[16];
 		snprintf(rel, sizeof(rel), "e%d", i);
-		struct fuse_file_info fi = {.flags = O_RDONLY};
+		struct wsopen fi = {.flags = O_RDONLY};
 		CHECK_EQ(workspace_open(ws, rel, &fi), 0);
 		char buf[64];
-		CHECK_EQ(workspace_read(&fi, buf, sizeof(buf), 0), 64);
-		workspace_release(&fi);
+		CHECK_EQ(workspace_read(fi.fh, buf, sizeof(buf), 0), 64);
+		workspace_release(fi.fh);
 	}
 	char *buf = NULL;
 	size_t len = 0;
@@ -577,16 +578,16 @@ static void test_enospc_and_eviction(void)
 	/* Dirty data is never dropped: writes fail instead. */
 	warm(ws);
 	CHECK(srv_faults(&S, FAULT_500));
-	struct fuse_file_info fi = {.flags = O_WRONLY | O_CREAT};
+	struct wsopen fi = {.flags = O_WRONLY | O_CREAT};
 	CHECK_EQ(workspace_create(ws, "big1", 0644, &fi), 0);
-	CHECK_EQ(workspace_write(&fi, block, 40 << 10, 0), 40 << 10);
-	CHECK_EQ(workspace_flush(&fi), -EIO);
-	workspace_release(&fi);
-	fi = (struct fuse_file_info){.flags = O_WRONLY | O_CREAT};
+	CHECK_EQ(workspace_write(fi.fh, block, 40 << 10, 0), 40 << 10);
+	CHECK_EQ(workspace_flush(fi.fh), -EIO);
+	workspace_release(fi.fh);
+	fi = (struct wsopen){.flags = O_WRONLY | O_CREAT};
 	CHECK_EQ(workspace_create(ws, "big2", 0644, &fi), 0);
-	CHECK_EQ(workspace_write(&fi, block, 30 << 10, 0), -ENOSPC);
-	CHECK_EQ(workspace_write(&fi, block, 1 << 10, 0), 1 << 10);
-	workspace_release(&fi);
+	CHECK_EQ(workspace_write(fi.fh, block, 30 << 10, 0), -ENOSPC);
+	CHECK_EQ(workspace_write(fi.fh, block, 1 << 10, 0), 1 << 10);
+	workspace_release(fi.fh);
 	CHECK(srv_faults(&S, "{}"));
 	wscache_free(c); /* a last try delivers what is pending */
 	size_t n = 0;

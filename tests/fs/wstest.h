@@ -241,7 +241,7 @@ struct names {
 };
 
 static inline int names_fill(void *buf, const char *name, const struct stat *st,
-			     off_t off, enum fuse_fill_dir_flags flags)
+			     off_t off, bool plus)
 {
 	struct names *nm = buf;
 	if (nm->n < 256)
@@ -268,15 +268,15 @@ static inline void names_clear(struct names *nm)
 static inline int ws_put(struct workspace *ws, const char *rel, const char *data,
 			 int flags)
 {
-	struct fuse_file_info fi = {.flags = flags};
+	struct wsopen fi = {.flags = flags};
 	int rc = (flags & O_CREAT) ? workspace_create(ws, rel, 0644, &fi)
 				   : workspace_open(ws, rel, &fi);
 	if (rc < 0)
 		return rc;
 	size_t len = strlen(data);
-	int w = workspace_write(&fi, data, len, 0);
-	int f = workspace_flush(&fi);
-	workspace_release(&fi);
+	int w = workspace_write(fi.fh, data, len, 0);
+	int f = workspace_flush(fi.fh);
+	workspace_release(fi.fh);
 	if (w < 0)
 		return w;
 	return f;
@@ -284,16 +284,16 @@ static inline int ws_put(struct workspace *ws, const char *rel, const char *data
 
 static inline char *ws_get(struct workspace *ws, const char *rel, int *err)
 {
-	struct fuse_file_info fi = {.flags = O_RDONLY};
+	struct wsopen fi = {.flags = O_RDONLY};
 	int rc = workspace_open(ws, rel, &fi);
 	if (rc < 0) {
 		*err = rc;
 		return NULL;
 	}
 	static char buf[1 << 16];
-	int n = workspace_read(&fi, buf, sizeof(buf) - 1, 0);
-	workspace_flush(&fi);
-	workspace_release(&fi);
+	int n = workspace_read(fi.fh, buf, sizeof(buf) - 1, 0);
+	workspace_flush(fi.fh);
+	workspace_release(fi.fh);
 	if (n < 0) {
 		*err = n;
 		return NULL;
