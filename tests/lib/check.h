@@ -1,7 +1,8 @@
 /*
- * check.h — the assertions every C unit test uses (tests/backend, tests/fs,
- * tests/journal). A failed check prints where and why and is counted; a
- * test returns check_done(NAME) from main: 1 when any check failed.
+ * check.h — the assertions every C unit test uses (tests/backend,
+ * tests/journal, tests/vfs, tests/fs). A failed check prints where and why
+ * and is counted; a test returns check_done(NAME) from main: 1 when any
+ * check failed.
  * Header only: each test program keeps its own counters.
  */
 #ifndef SANDBOXFS_TEST_CHECK_H

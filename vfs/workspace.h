@@ -1,6 +1,8 @@
 /*
- * workspace.h — ID/workspace/: a POSIX-enough filesystem over the contract's
- * whole-file HTTP (DESIGN.md §3), with a local write-back cache.
+ * workspace.h — the workspace core (vfs/): ID/workspace/ as a POSIX-enough
+ * filesystem over the contract's whole-file HTTP (DESIGN.md §3), with a
+ * local write-back cache. A static library that depends on common/,
+ * backend/ and journal/ only; the mount (fs/) links it.
  *
  * Two objects:
  *  - struct wscache, one per mount: the cache directory and its size bound,
@@ -17,14 +19,28 @@
  * first member is an unsigned int tag, WS_HANDLE_FILE or WS_HANDLE_DIR,
  * so a caller that mixes these handles with its own can tell them apart.
  *
- * No FUSE header is included here: what the core needs of the mount (run
- * a command, tell the kernel to forget a path, whether the request was
- * interrupted, whether the session ended) comes in as callbacks of the
- * config, and the FUSE adapter (fs/ops.c) translates its file info and
- * directory filler to and from the types below.
+ * The core includes no FUSE header and calls nothing of the mount: what
+ * it needs of it (run a command in the sandbox, tell the kernel to forget
+ * a path, whether the request was interrupted, whether the session ended)
+ * comes in as callbacks of struct wscache_config, and the mount's FUSE
+ * adapter (fs/wsadapt.c) translates its file info and directory filler
+ * to and from struct wsopen and ws_fill_fn.
+ *
+ * Lock order (workspace_i.h has the details). Two kinds of mutex:
+ *  - c->lock, one per wscache (so one for every workspace of the mount),
+ *    guards every map, list and counter; it is never held across a
+ *    network call (a listing fetch drops and retakes it);
+ *  - f->mx, one per cached file, serialises that file's whole-file work
+ *    (download, write, truncate, upload, rename); it may be held across
+ *    a network call.
+ * Order: f->mx before c->lock, never the reverse; two files' f->mx (a
+ * rename) in address order. The waits on a download or on the retry
+ * queue are condition waits on c->lock. The callbacks exec and invalidate
+ * are called with c->lock released; interrupted may be called with it
+ * held; none of them may call back into the core.
  */
-#ifndef SANDBOXFS_FS_WORKSPACE_H
-#define SANDBOXFS_FS_WORKSPACE_H
+#ifndef SANDBOXFS_VFS_WORKSPACE_H
+#define SANDBOXFS_VFS_WORKSPACE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -146,40 +162,88 @@ void workspace_sandbox_gone(struct workspace *ws);
 /* Detach/forget: flush what can be flushed and drop the object. */
 void workspace_forget(struct wscache *c, const char *sandbox_id);
 
-/* FUSE operations on REL inside the workspace. fh is the handle of an
- * open file when there is one, else 0; an operation on a handle (read,
- * write, ...) answers -EBADF for one that is not a workspace file's. */
+/* The file operations on REL inside the workspace, as FUSE calls them.
+ * fh is the handle of an open file when there is one, else 0; an
+ * operation on a handle answers -EBADF for one that is not a workspace
+ * file's. */
+
+/* The attributes of REL, or of the open file fh (ws and rel may then be
+ * NULL). Sizes come from the cache when it holds newer content than the
+ * listing. -ESTALE when REL changed type since the kernel was told. */
 int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st,
 		      uint64_t fh);
-/* A directory handle keeps a snapshot of the listing taken when a pass
- * starts (offset 0), so the chunks of one pass are consistent: offsets
- * into a listing that changes between chunks would skip names. */
+/* Opens directory REL: the handle keeps a snapshot of the listing taken
+ * when a pass starts (offset 0), so the chunks of one pass are
+ * consistent: offsets into a listing that changes between chunks would
+ * skip names. It also keeps the listing from eviction while open. */
 int workspace_opendir(struct workspace *ws, const char *rel, uint64_t *fh);
+/* Frees a directory handle (0 or another kind of handle: nothing). */
 void workspace_releasedir(uint64_t fh);
-/* fh 0 (tests): the whole listing in one pass. plus: READDIRPLUS. */
+/* Lists directory REL from offset off through filler ("." is 1, ".." 2,
+ * then the names of the snapshot); fh 0 (tests): the whole listing in one
+ * pass. plus: a READDIRPLUS pass, whose entries carry full attributes. */
 int workspace_readdir(struct workspace *ws, const char *rel, void *buf, ws_fill_fn filler,
 		      off_t off, uint64_t fh, bool plus);
+/* Opens file REL with o->flags (O_TRUNC empties it); its content is
+ * fetched, or a download started that reads wait for. Sets o->fh and
+ * what the kernel should do with its pages. */
 int workspace_open(struct workspace *ws, const char *rel, struct wsopen *o);
+/* Creates file REL (opens it when it exists and O_EXCL is not set): empty
+ * in the cache, uploaded at its close; a mode other than the default is
+ * queued for the next command. Sets o->fh. */
 int workspace_create(struct workspace *ws, const char *rel, mode_t mode,
 		     struct wsopen *o);
+/* Reads from the cache file; what a download has not brought yet is
+ * waited for (the wait ends with -EINTR when interrupted). Returns the
+ * bytes read. */
 int workspace_read(uint64_t fh, char *buf, size_t size, off_t off);
+/* Writes into the cache file (O_APPEND: at its end) and marks it dirty;
+ * nothing is sent. Returns the bytes written, or -ENOSPC past the cache's
+ * bound. */
 int workspace_write(uint64_t fh, const char *buf, size_t size, off_t off);
+/* A close of a descriptor: uploads what it wrote and returns the upload's
+ * error (-EIO: kept as a pending upload, retried); one that wrote nothing
+ * only journals what release will upload. */
 int workspace_flush(uint64_t fh);
+/* Uploads the file now and returns the upload's error. */
 int workspace_fsync(uint64_t fh, int datasync);
-/* Frees the handle: fh is not valid after. */
+/* The last close of a handle: uploads what is written and not yet handled
+ * once no handle is left, then frees the handle: fh is not valid after. */
 int workspace_release(uint64_t fh);
+/* Sets the size of REL, or of the open file fh; with no handle open on
+ * the file it is uploaded before the call returns. */
 int workspace_truncate(struct workspace *ws, const char *rel, off_t size, uint64_t fh);
+/* Removes file REL on the server; open descriptors keep reading it. */
 int workspace_unlink(struct workspace *ws, const char *rel);
+/* Makes directory REL on the server; a mode other than the default is
+ * queued for the next command. */
 int workspace_mkdir(struct workspace *ws, const char *rel, mode_t mode);
+/* Removes directory REL on the server when it is empty there and no file
+ * of it waits here for an upload (-ENOTEMPTY otherwise). */
 int workspace_rmdir(struct workspace *ws, const char *rel);
+/* Renames a file (a PUT of the new name, then a DELETE of the old) or a
+ * directory (an "mv" run through cfg->exec); flags: RENAME_NOREPLACE
+ * only (-EINVAL for the others). */
 int workspace_rename(struct workspace *ws, const char *from, const char *to,
 		     unsigned int flags);
+/* Queues a mode change of REL, applied in a batched chmod before the
+ * next command (workspace_before_command); -ENOTSUP without cfg->exec. */
 int workspace_chmod(struct workspace *ws, const char *rel, mode_t mode);
+/* Accepts only the owner every entry has (cfg->uid, cfg->gid): -EPERM
+ * for another. */
 int workspace_chown(struct workspace *ws, const char *rel, uid_t uid, gid_t gid);
+/* Keeps times for REL here (the contract carries none); getattr shows
+ * them until a write sets the time again. */
 int workspace_utimens(struct workspace *ws, const char *rel, const struct timespec tv[2]);
+/* -EPERM: the contract has no symbolic links. */
 int workspace_symlink(struct workspace *ws, const char *target, const char *rel);
+/* -EPERM: the contract has no hard links. */
 int workspace_link(struct workspace *ws, const char *from, const char *to);
+/* The space of the cache directory's filesystem, where written data lands
+ * first. */
 int workspace_statfs(struct workspace *ws, struct statvfs *st);
+/* lseek on the cache file (SEEK_DATA, SEEK_HOLE, SEEK_END once a download
+ * has ended). */
 off_t workspace_lseek(uint64_t fh, off_t off, int whence);
 
 #endif

@@ -1,6 +1,6 @@
 /*
- * workspace_i.h — private types of the workspace cache (fs/workspace*.c,
- * fs/cache.c, fs/listing.c, fs/upload.c). Not for other modules.
+ * workspace_i.h — private types of the workspace core (vfs/workspace*.c,
+ * vfs/cache.c, vfs/listing.c, vfs/upload.c). Not for other modules.
  *
  * Locking: one mutex per wscache (c->lock) guards every map, list and
  * counter below; it is never held across a network call or a wait. Each
@@ -8,8 +8,8 @@
  * work (fetch, write, truncate, upload, rename); it may be held across a
  * network call. Order: f->mx before c->lock, never the reverse.
  */
-#ifndef SANDBOXFS_FS_WORKSPACE_I_H
-#define SANDBOXFS_FS_WORKSPACE_I_H
+#ifndef SANDBOXFS_VFS_WORKSPACE_I_H
+#define SANDBOXFS_VFS_WORKSPACE_I_H
 
 #include <pthread.h>
 #include <stdbool.h>
