@@ -101,6 +101,15 @@ static int dump_one(void *ctx, const struct journal_record *r, uint64_t offset)
 		fprintf(out, " port=%d", r->port);
 	if (r->idle_s)
 		fprintf(out, " idle=%lds", r->idle_s);
+	if (r->foreign)
+		fputs(" foreign", out);
+	if (r->bound_s > 0)
+		fprintf(out, " bound=%lds", r->bound_s);
+	else if (r->bound_s == JOURNAL_BOUND_NONE)
+		fputs(" bound=none", out);
+	/* a spec may carry secrets (environment values, artifact URLs) */
+	if (r->spec)
+		fprintf(out, " spec=(%zu bytes, not shown)", strlen(r->spec));
 	if (r->seq)
 		fprintf(out, " seq=%" PRIu64, r->seq);
 	if (r->timeout_s)

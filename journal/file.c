@@ -39,10 +39,10 @@ struct journal {
 	/* Group commit: records are numbered as they are written; one
 	 * fdatasync, run with mu released, makes every record written before
 	 * it durable, so appends from several threads share it. */
-	uint64_t appended; /* records written since open */
-	uint64_t synced;   /* records known durable */
-	bool syncing;	   /* a thread is in fdatasync with mu released */
-	uint64_t syncs;	   /* device flushes since open (stats) */
+	uint64_t appended;     /* records written since open */
+	uint64_t synced;       /* records known durable */
+	bool syncing;	       /* a thread is in fdatasync with mu released */
+	uint64_t syncs;	       /* device flushes since open (stats) */
 	uint64_t append_syncs; /* of which fdatasyncs of appends (tests) */
 };
 
@@ -666,4 +666,3 @@ uint64_t journal_size(struct journal *j)
 	pthread_mutex_unlock(&j->mu);
 	return size;
 }
-

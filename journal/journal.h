@@ -35,11 +35,14 @@
 
 enum journal_kind {
 	/* Sandboxes this mount creates through the orchestrator. */
-	JOURNAL_CREATE_INTENT = 1, /* sandbox, pool | image+port, idle_s */
-	JOURNAL_CREATED,           /* sandbox, url */
-	JOURNAL_CREATE_FAILED,     /* sandbox, error */
-	JOURNAL_CREATE_UNKNOWN,    /* sandbox, error: answer lost / crash */
-	JOURNAL_CREATE_RECONCILED, /* sandbox, url (NULL: it does not exist) */
+	JOURNAL_CREATE_INTENT = 1, /* sandbox, pool | image+port, idle_s, spec,
+				      bound_s */
+	JOURNAL_CREATED,	   /* sandbox, url */
+	JOURNAL_CREATE_FAILED,	   /* sandbox, error */
+	JOURNAL_CREATE_UNKNOWN,	   /* sandbox, error: answer lost / crash */
+	JOURNAL_CREATE_RECONCILED, /* sandbox, url (NULL: it does not exist);
+				      foreign: known from the orchestrator's
+				      listing, not created by this mount */
 	/* Sandboxes given by id and URL; never owned. */
 	JOURNAL_ATTACH, /* sandbox, url */
 	JOURNAL_DETACH, /* sandbox */
@@ -50,14 +53,14 @@ enum journal_kind {
 	JOURNAL_EXEC_UNKNOWN, /* sandbox, seq, error */
 	JOURNAL_EXEC_NOT_RUN, /* sandbox, seq, error */
 	/* Uploads of dirty workspace files. */
-	JOURNAL_UPLOAD_INTENT, /* sandbox, upload_id, path, cache_file, size,
-				  checksum */
-	JOURNAL_UPLOAD_DONE,   /* sandbox, upload_id */
+	JOURNAL_UPLOAD_INTENT,	  /* sandbox, upload_id, path, cache_file, size,
+				     checksum */
+	JOURNAL_UPLOAD_DONE,	  /* sandbox, upload_id */
 	JOURNAL_UPLOAD_ABANDONED, /* sandbox, upload_id, error: the sandbox is
 				     gone; cache_file kept for rescue */
 	/* Teardown of owned sandboxes. */
-	JOURNAL_DELETE_INTENT,      /* sandbox */
-	JOURNAL_DELETED,            /* sandbox */
+	JOURNAL_DELETE_INTENT,	    /* sandbox */
+	JOURNAL_DELETED,	    /* sandbox */
 	JOURNAL_DELETE_UNCONFIRMED, /* sandbox, error */
 	/* Small facts the mount keeps per sandbox. */
 	JOURNAL_SET_TIMEOUT, /* sandbox, timeout_s */
@@ -66,17 +69,18 @@ enum journal_kind {
 	 * (upload_id: the highest upload id ever given). */
 	JOURNAL_SNAPSHOT, /* sandbox, sb_state, owned, url, pool, image, port,
 			     idle_s, timeout_s, time_ms = created, seq =
-			     last_seq, commands_run, error = last_error */
+			     last_seq, commands_run, error = last_error,
+			     foreign, spec, bound_s */
 	JOURNAL_KIND_MAX
 };
 
 /* The output of one stream of a command: inline bytes, or a file under
  * the state directory written by the caller, with its length and crc32. */
 struct journal_output {
-	char *data;      /* inline bytes (may hold NULs), or NULL */
-	size_t len;      /* length of the output, inline or in the file */
-	char *file;      /* path relative to the journal's directory, or NULL */
-	uint32_t crc32;  /* zlib crc32 of the output */
+	char *data;	/* inline bytes (may hold NULs), or NULL */
+	size_t len;	/* length of the output, inline or in the file */
+	char *file;	/* path relative to the journal's directory, or NULL */
+	uint32_t crc32; /* zlib crc32 of the output */
 };
 
 /* One record. Fields a kind does not use are zero / NULL. Strings are
@@ -85,13 +89,13 @@ struct journal_record {
 	enum journal_kind kind;
 	uint64_t time_ms; /* wall clock, ms since the epoch; 0 on append means
 			     "now" */
-	char *sandbox;    /* sandbox id */
-	char *url;        /* CREATED, RECONCILED, ATTACH: a capability */
+	char *sandbox;	  /* sandbox id */
+	char *url;	  /* CREATED, RECONCILED, ATTACH: a capability */
 	char *pool;
 	char *image;
 	int port;
 	long idle_s;
-	uint64_t seq;     /* EXEC_*: sequence number within the sandbox */
+	uint64_t seq; /* EXEC_*: sequence number within the sandbox */
 	char *command;
 	long timeout_s;
 	int exit_code;
@@ -103,36 +107,45 @@ struct journal_record {
 	bool internal;
 	struct journal_output out; /* EXEC_RESULT stdout */
 	struct journal_output err; /* EXEC_RESULT stderr */
-	uint64_t upload_id; /* UPLOAD_*: unique within the journal */
-	char *path;         /* workspace-relative path */
-	char *cache_file;   /* absolute path of the durable cache copy */
+	uint64_t upload_id;	   /* UPLOAD_*: unique within the journal */
+	char *path;		   /* workspace-relative path */
+	char *cache_file;	   /* absolute path of the durable cache copy */
 	uint64_t size;
-	uint32_t checksum;  /* zlib crc32 of the uploaded bytes */
-	char *error;        /* why: FAILED, UNKNOWN, NOT_RUN, UNCONFIRMED */
+	uint32_t checksum; /* zlib crc32 of the uploaded bytes */
+	char *error;	   /* why: FAILED, UNKNOWN, NOT_RUN, UNCONFIRMED */
 	/* SNAPSHOT only. */
 	int sb_state; /* enum journal_sandbox_state */
 	bool owned;
 	uint64_t commands_run;
+	/* Fields added in format 1 (older readers skip them). */
+	bool foreign; /* RECONCILED, SNAPSHOT: someone else's sandbox */
+	/* CREATE_INTENT, SNAPSHOT: the create spec sent (a JSON object; it
+	 * may hold secrets: the journal is private). */
+	char *spec;
+	/* CREATE_INTENT, SNAPSHOT: the request bound (timeoutSeconds) the
+	 * create sent: seconds, JOURNAL_BOUND_NONE for none, 0 not known. */
+	long bound_s;
 };
+#define JOURNAL_BOUND_NONE (-1L)
 void journal_record_clear(struct journal_record *r);
 const char *journal_kind_name(enum journal_kind kind);
 
 /* --- state: a pure function of the records ------------------------------*/
 
 enum journal_sandbox_state {
-	JOURNAL_SB_CREATING,        /* create intent, no outcome yet */
-	JOURNAL_SB_READY,           /* created, reconciled, or attached */
-	JOURNAL_SB_FAILED,          /* create failed */
-	JOURNAL_SB_CREATE_UNKNOWN,  /* create outcome unknown: reconcile by id */
-	JOURNAL_SB_DELETING,        /* delete intent, no outcome yet */
+	JOURNAL_SB_CREATING,	   /* create intent, no outcome yet */
+	JOURNAL_SB_READY,	   /* created, reconciled, or attached */
+	JOURNAL_SB_FAILED,	   /* create failed */
+	JOURNAL_SB_CREATE_UNKNOWN, /* create outcome unknown: reconcile by id */
+	JOURNAL_SB_DELETING,	   /* delete intent, no outcome yet */
 	JOURNAL_SB_DELETE_UNCONFIRMED,
-	JOURNAL_SB_GONE,            /* deleted, or reconciled as nonexistent */
+	JOURNAL_SB_GONE, /* deleted, or reconciled as nonexistent */
 	JOURNAL_SB_DETACHED,
 };
 
 enum journal_run_status {
-	JOURNAL_RUN_PENDING,  /* intent only (live only: replay turns it
-				 into UNKNOWN) */
+	JOURNAL_RUN_PENDING, /* intent only (live only: replay turns it
+				into UNKNOWN) */
 	JOURNAL_RUN_DONE,
 	JOURNAL_RUN_UNKNOWN,
 	JOURNAL_RUN_NOT_RUN,
@@ -165,15 +178,18 @@ struct journal_upload {
 struct journal_sandbox {
 	char *id;
 	enum journal_sandbox_state state;
-	bool owned;      /* created by this mount (else attached) */
-	char *url;       /* NULL until known */
+	bool owned;   /* created by this mount (else attached or foreign) */
+	bool foreign; /* listed by the orchestrator, created elsewhere */
+	char *url;    /* NULL until known */
+	char *spec;   /* the create spec sent, NULL when none */
+	long bound_s; /* request bound sent at create: as journal_record */
 	char *pool, *image;
 	int port;
 	long idle_s;
-	long timeout_s;  /* per-sandbox command timeout, 0 = unset */
+	long timeout_s; /* per-sandbox command timeout, 0 = unset */
 	uint64_t created_ms;
-	uint64_t last_seq;      /* highest sequence number ever used */
-	uint64_t commands_run;  /* total, including runs dropped from history */
+	uint64_t last_seq;     /* highest sequence number ever used */
+	uint64_t commands_run; /* total, including runs dropped from history */
 	/* oldest first, at most max_runs; internal runs are dropped first */
 	struct journal_run *runs;
 	size_t nruns;
@@ -185,7 +201,7 @@ struct journal_sandbox {
 struct journal_state {
 	struct journal_sandbox *sandboxes;
 	size_t count;
-	size_t max_runs;        /* history bound per sandbox (default 100) */
+	size_t max_runs; /* history bound per sandbox (default 100) */
 	uint64_t next_upload_id;
 };
 
@@ -207,7 +223,7 @@ int journal_encode(const struct journal_record *r, uint8_t **buf, size_t *len);
 
 enum journal_decode_result {
 	JOURNAL_DECODE_OK,
-	JOURNAL_DECODE_SHORT,   /* buffer ends inside the record: torn */
+	JOURNAL_DECODE_SHORT,	/* buffer ends inside the record: torn */
 	JOURNAL_DECODE_CORRUPT, /* bad magic, version, length or checksum */
 };
 /* Decodes one record at the start of buf. On OK, *used is its length. */
@@ -217,26 +233,26 @@ enum journal_decode_result journal_decode(const uint8_t *buf, size_t len,
 /* --- the journal file ----------------------------------------------------*/
 
 struct journal_options {
-	const char *dir;         /* created 0700 when missing */
-	uint64_t compact_bytes;  /* compaction threshold, default 16 MiB */
-	size_t max_runs;         /* default 100 */
-	bool repair;             /* cut at the first bad record instead of
-				    refusing to open (the bad part is kept
-				    aside) */
-	bool sync;               /* fdatasync each durable append; default
-				    true */
+	const char *dir;	/* created 0700 when missing */
+	uint64_t compact_bytes; /* compaction threshold, default 16 MiB */
+	size_t max_runs;	/* default 100 */
+	bool repair;		/* cut at the first bad record instead of
+				   refusing to open (the bad part is kept
+				   aside) */
+	bool sync;		/* fdatasync each durable append; default
+				   true */
 };
 void journal_options_defaults(struct journal_options *o);
 
 /* What journal_open found, for the mount's log and health file. */
 struct journal_open_report {
 	size_t records;
-	bool torn_tail;            /* a torn last record was cut */
+	bool torn_tail; /* a torn last record was cut */
 	uint64_t torn_offset;
-	char torn_copy[512];       /* where the cut bytes were kept */
-	size_t unknown_marked;     /* intents turned into *_UNKNOWN records */
+	char torn_copy[512];   /* where the cut bytes were kept */
+	size_t unknown_marked; /* intents turned into *_UNKNOWN records */
 	bool repaired;
-	char message[512];         /* on failure: names the file and offset */
+	char message[512]; /* on failure: names the file and offset */
 };
 
 struct journal;

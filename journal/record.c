@@ -58,6 +58,7 @@ void journal_record_clear(struct journal_record *r)
 	free(r->path);
 	free(r->cache_file);
 	free(r->error);
+	free(r->spec);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -97,7 +98,7 @@ int journal_record_copy(struct journal_record *dst, const struct journal_record 
 	    journal_output_copy(&dst->out, &src->out) ||
 	    journal_output_copy(&dst->err, &src->err) || dup_str(&dst->path, src->path) ||
 	    dup_str(&dst->cache_file, src->cache_file) ||
-	    dup_str(&dst->error, src->error)) {
+	    dup_str(&dst->error, src->error) || dup_str(&dst->spec, src->spec)) {
 		journal_record_clear(dst);
 		return -ENOMEM;
 	}
@@ -137,7 +138,8 @@ bool journal_record_equal(const struct journal_record *a, const struct journal_r
 	       journal_str_equal(a->cache_file, b->cache_file) && a->size == b->size &&
 	       a->checksum == b->checksum && journal_str_equal(a->error, b->error) &&
 	       a->sb_state == b->sb_state && a->owned == b->owned &&
-	       a->commands_run == b->commands_run;
+	       a->commands_run == b->commands_run && a->foreign == b->foreign &&
+	       journal_str_equal(a->spec, b->spec) && a->bound_s == b->bound_s;
 }
 
 /* --- payload fields -------------------------------------------------------*/
@@ -175,6 +177,9 @@ enum tag {
 	T_OWNED,
 	T_COMMANDS_RUN,
 	T_INTERNAL,
+	T_FOREIGN,
+	T_SPEC,
+	T_BOUND,
 };
 
 struct wbuf {
@@ -298,6 +303,9 @@ int journal_encode(const struct journal_record *r, uint8_t **buf, size_t *len)
 	w_u64(&w, T_OWNED, r->owned);
 	w_u64(&w, T_COMMANDS_RUN, r->commands_run);
 	w_u64(&w, T_INTERNAL, r->internal);
+	w_u64(&w, T_FOREIGN, r->foreign);
+	w_str(&w, T_SPEC, r->spec);
+	w_i64(&w, T_BOUND, r->bound_s);
 	if (!w.err && w.len - JOURNAL_HEADER_SIZE > JOURNAL_MAX_PAYLOAD)
 		w.err = -EFBIG;
 	if (w.err) {
@@ -483,6 +491,14 @@ static int decode_field(struct journal_record *r, unsigned tag, const uint8_t *v
 		return get_u64(v, n, &r->commands_run, why);
 	case T_INTERNAL:
 		return get_bool(v, n, &r->internal, why);
+	case T_FOREIGN:
+		return get_bool(v, n, &r->foreign, why);
+	case T_SPEC:
+		return set_str(&r->spec, v, n, why);
+	case T_BOUND:
+		rc = get_int(v, n, INT32_MIN, INT32_MAX, &x, why);
+		r->bound_s = (long)x;
+		return rc;
 	default:
 		return 0; /* a field from a later writer: skipped */
 	}

@@ -50,6 +50,7 @@ static void sandbox_free(struct journal_sandbox *sb)
 {
 	free(sb->id);
 	free(sb->url);
+	free(sb->spec);
 	free(sb->pool);
 	free(sb->image);
 	for (size_t i = 0; i < sb->nruns; i++)
@@ -327,7 +328,10 @@ static void apply_snapshot(struct journal_sandbox *sb, const struct journal_reco
 	if (r->sb_state >= JOURNAL_SB_CREATING && r->sb_state <= JOURNAL_SB_DETACHED)
 		sb->state = (enum journal_sandbox_state)r->sb_state;
 	sb->owned = r->owned;
+	sb->foreign = r->foreign;
 	set_str(&sb->url, r->url);
+	set_str(&sb->spec, r->spec);
+	sb->bound_s = r->bound_s;
 	set_str(&sb->pool, r->pool);
 	set_str(&sb->image, r->image);
 	sb->port = r->port;
@@ -355,7 +359,10 @@ void journal_state_apply(struct journal_state *st, const struct journal_record *
 	case JOURNAL_CREATE_INTENT:
 		sb->state = JOURNAL_SB_CREATING;
 		sb->owned = true;
+		sb->foreign = false;
 		set_str(&sb->url, NULL);
+		set_str(&sb->spec, r->spec);
+		sb->bound_s = r->bound_s;
 		set_str(&sb->pool, r->pool);
 		set_str(&sb->image, r->image);
 		sb->port = r->port;
@@ -379,13 +386,17 @@ void journal_state_apply(struct journal_state *st, const struct journal_record *
 		set_str(&sb->last_error, r->error);
 		break;
 	case JOURNAL_CREATE_RECONCILED:
-		sb->owned = true;
+		/* Ours when it settles a create of ours; a sandbox first
+		 * heard of here was listed by the orchestrator: foreign. */
+		sb->foreign = r->foreign || !sb->owned;
+		sb->owned = !sb->foreign;
 		sb->state = r->url ? JOURNAL_SB_READY : JOURNAL_SB_GONE;
 		set_str(&sb->url, r->url);
 		break;
 	case JOURNAL_ATTACH:
 		sb->state = JOURNAL_SB_READY;
 		sb->owned = false;
+		sb->foreign = false;
 		set_str(&sb->url, r->url);
 		break;
 	case JOURNAL_DETACH:
@@ -462,6 +473,7 @@ int journal_state_copy(struct journal_state *dst, const struct journal_state *sr
 		*d = *s;
 		d->id = dup_or_null(s->id, &err);
 		d->url = dup_or_null(s->url, &err);
+		d->spec = dup_or_null(s->spec, &err);
 		d->pool = dup_or_null(s->pool, &err);
 		d->image = dup_or_null(s->image, &err);
 		d->last_error = dup_or_null(s->last_error, &err);
@@ -520,8 +532,9 @@ static bool upload_eq(const struct journal_upload *a, const struct journal_uploa
 static bool sandbox_eq(const struct journal_sandbox *a, const struct journal_sandbox *b)
 {
 	if (!journal_str_equal(a->id, b->id) || a->state != b->state ||
-	    a->owned != b->owned || !journal_str_equal(a->url, b->url) ||
-	    !journal_str_equal(a->pool, b->pool) ||
+	    a->owned != b->owned || a->foreign != b->foreign ||
+	    !journal_str_equal(a->spec, b->spec) || a->bound_s != b->bound_s ||
+	    !journal_str_equal(a->url, b->url) || !journal_str_equal(a->pool, b->pool) ||
 	    !journal_str_equal(a->image, b->image) || a->port != b->port ||
 	    a->idle_s != b->idle_s || a->timeout_s != b->timeout_s ||
 	    a->created_ms != b->created_ms || a->last_seq != b->last_seq ||
@@ -636,6 +649,9 @@ static void emit_sandbox(struct recs *rs, const struct journal_sandbox *sb)
 		return;
 	r->sb_state = (int)sb->state;
 	r->owned = sb->owned;
+	r->foreign = sb->foreign;
+	r->spec = dup_or_null(sb->spec, &rs->err);
+	r->bound_s = sb->bound_s;
 	r->url = dup_or_null(sb->url, &rs->err);
 	r->pool = dup_or_null(sb->pool, &rs->err);
 	r->image = dup_or_null(sb->image, &rs->err);

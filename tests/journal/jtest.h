@@ -119,11 +119,14 @@ static inline void jt_sample(struct journal_record *r, enum journal_kind kind, i
 		r->image = strdup("openruntimes/executor:v5");
 		r->port = 3000;
 		r->idle_s = 600;
+		r->spec = strdup("{\"environment\":{\"TOKEN\":\"s3cret\"},\"ports\":[5173]}");
+		r->bound_s = i % 2 ? JOURNAL_BOUND_NONE : 900;
 		break;
 	case JOURNAL_CREATED:
 	case JOURNAL_CREATE_RECONCILED:
 	case JOURNAL_ATTACH:
 		r->url = strdup("http://127.0.0.1:4242/sandbox/secret-token-abc");
+		r->foreign = kind == JOURNAL_CREATE_RECONCILED && i % 2;
 		break;
 	case JOURNAL_EXEC_INTENT:
 		r->seq = (uint64_t)i + 1;
@@ -170,6 +173,8 @@ static inline void jt_sample(struct journal_record *r, enum journal_kind kind, i
 	case JOURNAL_SNAPSHOT:
 		r->sb_state = JOURNAL_SB_DELETE_UNCONFIRMED;
 		r->owned = true;
+		r->spec = strdup("{\"command\":\"agent\"}");
+		r->bound_s = 120;
 		r->url = strdup("https://example.com/x");
 		r->pool = strdup("p");
 		r->seq = 41;

@@ -296,8 +296,63 @@ static void test_state_records(void)
 	journal_state_clear(&st);
 }
 
+/* Whose sandbox is whose (DESIGN.md §4): a sandbox first heard of from the
+ * orchestrator's listing is foreign; a reconcile of our own lost create
+ * stays ours; the create spec and request bound survive compaction. */
+static void test_ownership(void)
+{
+	journal_state_init(&st, 0);
+	apply(JOURNAL_CREATE_RECONCILED, "theirs", 0, "http://t/");
+	struct journal_sandbox *t = journal_state_find(&st, "theirs");
+	CHECK(t && t->foreign && !t->owned && t->state == JOURNAL_SB_READY);
+
+	struct journal_record r = {.kind = JOURNAL_CREATE_INTENT,
+				   .sandbox = (char *)"mine"};
+	r.spec = (char *)"{\"environment\":{\"A\":\"b\"}}";
+	r.bound_s = JOURNAL_BOUND_NONE;
+	journal_state_apply(&st, &r);
+	apply(JOURNAL_CREATE_UNKNOWN, "mine", 0, "answer lost");
+	apply(JOURNAL_CREATE_RECONCILED, "mine", 0, "http://m/");
+	struct journal_sandbox *m = journal_state_find(&st, "mine");
+	CHECK(m && m->owned && !m->foreign && m->bound_s == JOURNAL_BOUND_NONE);
+	CHECK(m && m->spec && strstr(m->spec, "environment"));
+
+	/* The same id deleted, then listed again: someone else's now. */
+	apply(JOURNAL_DELETED, "mine", 0, NULL);
+	struct journal_record f = {.kind = JOURNAL_CREATE_RECONCILED,
+				   .sandbox = (char *)"mine"};
+	f.url = (char *)"http://m2/";
+	f.foreign = true;
+	journal_state_apply(&st, &f);
+	m = journal_state_find(&st, "mine");
+	CHECK(m && m->foreign && !m->owned);
+
+	/* An attach is neither owned nor foreign. */
+	apply(JOURNAL_ATTACH, "att", 0, "http://a/");
+	struct journal_sandbox *a = journal_state_find(&st, "att");
+	CHECK(a && !a->owned && !a->foreign);
+
+	/* Compaction keeps all of it. */
+	struct journal_record *recs;
+	size_t n;
+	CHECK_EQ(journal_state_records(&st, &recs, &n), 0);
+	struct journal_state again;
+	journal_state_init(&again, 0);
+	for (size_t i = 0; i < n; i++) {
+		journal_state_apply(&again, &recs[i]);
+		journal_record_clear(&recs[i]);
+	}
+	free(recs);
+	CHECK(journal_state_equal(&st, &again));
+	struct journal_sandbox *t2 = journal_state_find(&again, "theirs");
+	CHECK(t2 && t2->foreign && !t2->owned);
+	journal_state_clear(&again);
+	journal_state_clear(&st);
+}
+
 int main(void)
 {
+	test_ownership();
 	test_create_delete();
 	test_runs();
 	test_internal_runs();
