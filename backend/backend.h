@@ -310,16 +310,40 @@ void backend_sandbox_list_clear(struct backend_sandbox_list *l);
 
 struct backend_create_request {
 	const char *id;           /* NULL: the orchestrator generates one */
-	const char *pool;         /* exactly one of pool and image */
-	const char *image;
+	const char *pool;	  /* at most one of pool and image; neither */
+	const char *image;	  /* only when spec_json gives them */
 	int port;                 /* required with image */
 	long idle_timeout_s;      /* 0: not sent */
+	/* The request bound (timeoutSeconds): sent when send_timeout. */
+	bool send_timeout;
+	long timeout_s;
+	/* NULL, or the text of a JSON object of further create fields
+	 * (environment, ports, artifacts, command, cpu, memory, runtimeClass,
+	 * volumes, idleTimeoutSeconds, timeoutSeconds, pool, image, port, ...)
+	 * sent as given. The members above win over the spec's fields of the
+	 * same name when set (id; pool or image+port when non-NULL;
+	 * idleTimeoutSeconds when idle_timeout_s > 0; timeoutSeconds when
+	 * send_timeout). Not an object, or unparsable: BACKEND_BAD_REQUEST
+	 * before anything is sent. */
+	const char *spec_json;
 };
 
 /* True when id is an RFC-1123 label: 1-63 lowercase alphanumerics and
  * interior hyphens. */
 bool backend_sandbox_id_valid(const char *id);
 
+/* POST /v1/sandbox. The body is spec_json with the struct's members put
+ * over it. Exactly one of pool and image is sent: a pool given here
+ * removes the spec's image and port, an image given here removes the
+ * spec's pool; when the struct gives neither, the spec's are sent as they
+ * are (and the spec must give one: without a spec, the struct must).
+ * Refused before sending (BACKEND_BAD_REQUEST): an invalid id, both pool
+ * and image, an image without a port in 1-65535, a negative
+ * idle_timeout_s, send_timeout with timeout_s outside 0-3600 (0 = no
+ * bound), a spec_json that is not a JSON object. The spec's own fields
+ * are the orchestrator's to check: an unknown or invalid one is its 400,
+ * BACKEND_INVALID with its message. Sent once (see "Never twice"); a 504
+ * is BACKEND_ANSWER_LOST (see backend_execute). */
 enum backend_status backend_orch_create(struct backend *b,
 					const struct backend_orchestrator *o,
 					const struct backend_create_request *req,

@@ -49,6 +49,13 @@ bool backend_json_health(const char *buf, size_t len);
 
 /* Builds the bodies sent; NULL on allocation failure. Free with free(). */
 char *backend_json_exec_request(const char *command, long timeout_s);
-char *backend_json_create_request(const struct backend_create_request *req);
+
+/* The create body: req->spec_json (when set) with the struct's members put
+ * over it (see struct backend_create_request), into *out (free it).
+ * BACKEND_BAD_REQUEST when spec_json is not the text of a JSON object,
+ * BACKEND_LOCAL without memory; *out is NULL then. The struct's members
+ * are not checked here (backend_orch_create does). */
+enum backend_status backend_json_create_request(const struct backend_create_request *req,
+						char **out);
 
 #endif

@@ -70,19 +70,28 @@ enum backend_status backend_orch_create(struct backend *b,
 	if (req->id && !backend_sandbox_id_valid(req->id))
 		return backend_refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
 				      "invalid sandbox id (RFC-1123 label)");
-	if (!!req->pool == !!req->image)
+	if (req->pool && req->image)
 		return backend_refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
 				      "exactly one of pool and image");
+	if (!req->pool && !req->image && !req->spec_json)
+		return backend_refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
+				      "exactly one of pool and image (or a spec "
+				      "giving one)");
 	if (req->image && (req->port < 1 || req->port > 65535))
 		return backend_refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
 				      "an image needs a port in 1-65535");
 	if (req->idle_timeout_s < 0)
 		return backend_refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
 				      "negative idle timeout");
-	body = backend_json_create_request(req);
-	if (!body)
-		return backend_refuse(b, BACKEND_OP_CREATE, BACKEND_LOCAL, err,
-				      "out of memory");
+	if (req->send_timeout && (req->timeout_s < 0 || req->timeout_s > 3600))
+		return backend_refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
+				      "request timeout outside 0-3600 seconds");
+	st = backend_json_create_request(req, &body);
+	if (st != BACKEND_OK)
+		return backend_refuse(b, BACKEND_OP_CREATE, st, err,
+				      st == BACKEND_BAD_REQUEST
+					  ? "the create spec is not a JSON object"
+					  : "out of memory");
 	req_init(&r, b, BACKEND_OP_CREATE, "POST", o, "/v1/sandbox");
 	r.body = body;
 	r.body_len = strlen(body);

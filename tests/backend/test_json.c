@@ -290,17 +290,83 @@ static void errors_and_requests(void)
 	      strcmp(s, "{\"command\":\"echo \\\"hi\\\"\\n\",\"timeoutSeconds\":30}") ==
 		  0);
 	free(s);
-	s = backend_json_create_request(&(struct backend_create_request){
-	    .id = "a", .pool = "default", .idle_timeout_s = 60});
+	CHECK_ST(backend_json_create_request(
+		     &(struct backend_create_request){
+			 .id = "a", .pool = "default", .idle_timeout_s = 60},
+		     &s),
+		 BACKEND_OK);
 	CHECK(
 	    s &&
 	    strcmp(s, "{\"id\":\"a\",\"pool\":\"default\",\"idleTimeoutSeconds\":60}") ==
 		0);
 	free(s);
-	s = backend_json_create_request(
-	    &(struct backend_create_request){.image = "img:1", .port = 3000});
+	CHECK_ST(
+	    backend_json_create_request(
+		&(struct backend_create_request){.image = "img:1", .port = 3000}, &s),
+	    BACKEND_OK);
 	CHECK(s && strcmp(s, "{\"image\":\"img:1\",\"port\":3000}") == 0);
 	free(s);
+}
+
+/* The create body: the spec as given, the struct's members over it. */
+static void create_specs(void)
+{
+	static const struct {
+		struct backend_create_request req;
+		const char *want; /* NULL: refused as BACKEND_BAD_REQUEST */
+	} cases[] = {
+	    /* The spec alone, as given. */
+	    {{.spec_json = "{\"pool\":\"py\",\"environment\":{\"A\":\"1\"},"
+			   "\"ports\":[8080],\"command\":\"serve\"}"},
+	     "{\"pool\":\"py\",\"environment\":{\"A\":\"1\"},\"ports\":[8080],"
+	     "\"command\":\"serve\"}"},
+	    /* The struct's id, pool, bounds win; the spec's image and port go. */
+	    {{.id = "mine",
+	      .pool = "py",
+	      .idle_timeout_s = 60,
+	      .send_timeout = true,
+	      .timeout_s = 0,
+	      .spec_json = "{\"id\":\"theirs\",\"image\":\"x:1\",\"port\":9,"
+			   "\"timeoutSeconds\":5,\"idleTimeoutSeconds\":7,"
+			   "\"artifacts\":[{\"a\":1}]}"},
+	     "{\"artifacts\":[{\"a\":1}],\"id\":\"mine\",\"pool\":\"py\","
+	     "\"idleTimeoutSeconds\":60,\"timeoutSeconds\":0}"},
+	    /* The struct's image removes the spec's pool. */
+	    {{.image = "img:2",
+	      .port = 3000,
+	      .spec_json = "{\"pool\":\"py\",\"cpu\":0.5,\"memory\":256}"},
+	     "{\"cpu\":0.5,\"memory\":256,\"image\":\"img:2\",\"port\":3000}"},
+	    /* Unset members leave the spec's fields alone; a repeated field
+	     * the struct sets is sent once. */
+	    {{.id = "a",
+	      .spec_json = "{\"id\":\"b\",\"id\":\"c\",\"idleTimeoutSeconds\":7,"
+			   "\"timeoutSeconds\":9,\"image\":\"i\",\"port\":1}"},
+	     "{\"idleTimeoutSeconds\":7,\"timeoutSeconds\":9,\"image\":\"i\","
+	     "\"port\":1,\"id\":\"a\"}"},
+	    {{.pool = "p", .send_timeout = true, .timeout_s = 3600, .spec_json = "{}"},
+	     "{\"pool\":\"p\",\"timeoutSeconds\":3600}"},
+	    {{.pool = "p", .spec_json = "[1]"}, NULL},
+	    {{.pool = "p", .spec_json = "\"str\""}, NULL},
+	    {{.pool = "p", .spec_json = "{\"a\":"}, NULL},
+	    {{.pool = "p", .spec_json = ""}, NULL},
+	    {{.pool = "p", .spec_json = "null"}, NULL},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		char *s = (char *)"unset";
+		enum backend_status st = backend_json_create_request(&cases[i].req, &s);
+
+		if (!cases[i].want) {
+			CHECK_ST(st, BACKEND_BAD_REQUEST);
+			CHECK(s == NULL);
+			continue;
+		}
+		CHECK_ST(st, BACKEND_OK);
+		CHECK(s && strcmp(s, cases[i].want) == 0);
+		if (s && strcmp(s, cases[i].want) != 0)
+			printf("case %zu: got %s\n", i, s);
+		free(s);
+	}
 }
 
 int main(void)
@@ -309,5 +375,6 @@ int main(void)
 	listings();
 	sandboxes();
 	errors_and_requests();
+	create_specs();
 	return check_done("test_json");
 }
