@@ -58,7 +58,7 @@ enum backend_op {
 	BACKEND_OP_FILE,
 	BACKEND_OP_HEALTH,
 	BACKEND_OP_CREATE,
-	BACKEND_OP_SANDBOX, /* orchestrator get, list, delete */
+	BACKEND_OP_SANDBOX, /* orchestrator get, list, delete, pools */
 };
 
 struct backend_error {
@@ -363,5 +363,36 @@ enum backend_status backend_orch_delete(struct backend *b,
 					const struct backend_orchestrator *o,
 					const char *id,
 					struct backend_error *err);
+
+/* --- pools (GET /v1/sandbox-pool) --- */
+
+struct backend_pool {
+	char *id;
+	char *image;		  /* NULL when absent */
+	long size, warm, claimed; /* -1 when absent */
+};
+struct backend_pool_list {
+	struct backend_pool *items;
+	size_t count;
+	size_t dropped; /* malformed entries refused */
+};
+void backend_pool_clear(struct backend_pool *p);
+void backend_pool_list_clear(struct backend_pool_list *l);
+
+/* True when id can name a pool in a request path: 1-255 bytes, no '/',
+ * no control character. */
+bool backend_pool_id_valid(const char *id);
+
+/* GET /v1/sandbox-pool (id NULL) or /v1/sandbox-pool/{id} (one item; an
+ * unknown pool is BACKEND_NOT_FOUND; an answer about another pool is
+ * BACKEND_BAD_ANSWER; an invalid id is BACKEND_BAD_REQUEST). Bounded like
+ * the other orchestrator calls (request_timeout_ms; the list by
+ * max_listing_bytes, one pool by max_json_bytes); malformed entries of
+ * the list are dropped and counted in out->dropped; counted as
+ * BACKEND_OP_SANDBOX in the statistics. */
+enum backend_status backend_orch_pools(struct backend *b,
+				       const struct backend_orchestrator *o,
+				       const char *id, struct backend_pool_list *out,
+				       struct backend_error *err);
 
 #endif

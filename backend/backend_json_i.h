@@ -39,6 +39,26 @@ enum backend_status backend_json_sandbox(const char *buf, size_t len,
 enum backend_status backend_json_sandbox_list(const char *buf, size_t len,
 					      struct backend_sandbox_list *out);
 
+/* One pool {"id": str, "image": str, "size": int, "warm": int,
+ * "claimed": int} (GET /v1/sandbox-pool/{id}), as a list of one. "id" is
+ * required (backend_pool_id_valid); the others are optional (null means
+ * absent: image NULL, counts -1) but must have the right type, the
+ * counts integers >= 0. */
+enum backend_status backend_json_pool(const char *buf, size_t len,
+				      struct backend_pool_list *out);
+
+/* {"pools": [pool, ...]}: malformed pools are dropped and counted in
+ * out->dropped. A missing or non-array "pools" is BACKEND_BAD_ANSWER. */
+enum backend_status backend_json_pool_list(const char *buf, size_t len,
+					   struct backend_pool_list *out);
+
+/* json.c's parser (lone surrogate escapes mended, parsing serialised)
+ * and integer reader (an integral number in [lo, hi]), for the decoders
+ * in other files. */
+struct cJSON;
+struct cJSON *backend_json_parse(const char *buf, size_t len);
+bool backend_json_int(const struct cJSON *v, double lo, double hi, double *out);
+
 /* Copies the "error" string of an error answer {"error": "..."} into
  * msg (cut to size, control characters replaced by '?'). Returns false
  * (msg untouched) when the body has no such string. */

@@ -362,6 +362,11 @@ static enum backend_status member_bytes(const char *buf, size_t len, const char 
 	return BACKEND_OK;
 }
 
+cJSON *backend_json_parse(const char *buf, size_t len)
+{
+	return parse(buf, len);
+}
+
 /* Reads an integral number in [lo, hi]; false otherwise. */
 static bool get_int(const cJSON *v, double lo, double hi, double *out)
 {
@@ -374,6 +379,11 @@ static bool get_int(const cJSON *v, double lo, double hi, double *out)
 		return false;
 	*out = d;
 	return true;
+}
+
+bool backend_json_int(const cJSON *v, double lo, double hi, double *out)
+{
+	return get_int(v, lo, hi, out);
 }
 
 /* An optional string member: absent, null and "" give NULL; another type

@@ -1,5 +1,6 @@
 /*
- * orchestrator.c — the orchestrator's /v1/sandbox API.
+ * orchestrator.c — the orchestrator's /v1/sandbox and /v1/sandbox-pool API
+ * (the pools' decoders are in pools.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,6 +190,54 @@ enum backend_status backend_orch_delete(struct backend *b,
 	st = backend_http(b, &r, err);
 	if (st == BACKEND_OK)
 		backend_set_error(err, BACKEND_OK, (int)r.http_status, "ok");
+	free(r.answer);
+	return st;
+}
+
+enum backend_status backend_orch_pools(struct backend *b,
+				       const struct backend_orchestrator *o,
+				       const char *id, struct backend_pool_list *out,
+				       struct backend_error *err)
+{
+	struct backend_req r;
+	enum backend_status st;
+	char *enc = NULL, *path = NULL;
+
+	memset(out, 0, sizeof(*out));
+	if (id && !backend_pool_id_valid(id))
+		return backend_refuse(b, BACKEND_OP_SANDBOX, BACKEND_BAD_REQUEST, err,
+				      "invalid pool id");
+	if (id && (!(enc = backend_percent_encode(id)) ||
+		   asprintf(&path, "/v1/sandbox-pool/%s", enc) < 0)) {
+		free(enc);
+		return backend_refuse(b, BACKEND_OP_SANDBOX, BACKEND_LOCAL, err,
+				      "out of memory");
+	}
+	free(enc);
+	req_init(&r, b, BACKEND_OP_SANDBOX, "GET", o, id ? path : "/v1/sandbox-pool");
+	if (!id)
+		r.max_answer = b->cfg.max_listing_bytes;
+	st = backend_http(b, &r, err);
+	free(path);
+	if (st == BACKEND_OK) {
+		st = id ? backend_json_pool(r.answer, r.answer_len, out)
+			: backend_json_pool_list(r.answer, r.answer_len, out);
+		/* The orchestrator must answer about the pool asked. */
+		if (st == BACKEND_OK && id && strcmp(out->items[0].id, id) != 0) {
+			backend_pool_list_clear(out);
+			st = BACKEND_BAD_ANSWER;
+		}
+		if (st == BACKEND_OK) {
+			backend_set_error(err, BACKEND_OK, (int)r.http_status, "ok");
+		} else {
+			backend_count_error(b);
+			backend_set_error(err, st, (int)r.http_status, "%s",
+					  st == BACKEND_LOCAL ? "out of memory"
+					  : id ? "pool does not parse (missing id, wrong "
+						 "types), or is about another pool"
+					       : "pool list does not parse");
+		}
+	}
 	free(r.answer);
 	return st;
 }

@@ -369,6 +369,75 @@ static void create_specs(void)
 	}
 }
 
+/* Pools: the list and one pool; absent fields, malformed entries. */
+static void pools(void)
+{
+	struct backend_pool_list l;
+	static const char *const bad[] = {
+	    "{\"pools\":null}", "{}", "[]", "not json", "{\"pools\":{}}",
+	};
+	static const char *const bad_one[] = {
+	    "{\"image\":\"x\"}",
+	    "{\"id\":\"\"}",
+	    "{\"id\":\"a/b\"}",
+	    "{\"id\":5}",
+	    "{\"id\":\"p\",\"size\":-1}",
+	    "{\"id\":\"p\",\"warm\":1.5}",
+	    "{\"id\":\"p\",\"claimed\":\"1\"}",
+	    "{\"id\":\"p\",\"image\":7}",
+	    "[{\"id\":\"p\"}]",
+	};
+
+	CHECK_ST(backend_json_pool_list(
+		     S("{\"pools\":[{\"id\":\"py\",\"image\":\"python:3.12-slim\","
+		       "\"size\":4,\"warm\":4,\"claimed\":1},"
+		       "{\"id\":\"bare\",\"image\":null,\"size\":null},"
+		       "{\"id\":\"bad\",\"size\":\"four\"},{\"image\":\"x\"},7,"
+		       "{\"id\":\"ctl\\n\"},{\"id\":\"node\",\"image\":\"\","
+		       "\"size\":0,\"extra\":[1]}]}"),
+		     &l),
+		 BACKEND_OK);
+	CHECK(l.count == 3 && l.dropped == 4);
+	if (l.count == 3) {
+		CHECK(strcmp(l.items[0].id, "py") == 0 && l.items[0].image &&
+		      strcmp(l.items[0].image, "python:3.12-slim") == 0 &&
+		      l.items[0].size == 4 && l.items[0].warm == 4 &&
+		      l.items[0].claimed == 1);
+		CHECK(strcmp(l.items[1].id, "bare") == 0 && l.items[1].image == NULL &&
+		      l.items[1].size == -1 && l.items[1].warm == -1 &&
+		      l.items[1].claimed == -1);
+		CHECK(strcmp(l.items[2].id, "node") == 0 && l.items[2].image == NULL &&
+		      l.items[2].size == 0);
+	}
+	backend_pool_list_clear(&l);
+	CHECK(l.items == NULL && l.count == 0);
+	CHECK_ST(backend_json_pool_list(S("{\"pools\":[]}"), &l), BACKEND_OK);
+	CHECK(l.count == 0 && l.dropped == 0);
+	backend_pool_list_clear(&l);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		CHECK_ST(backend_json_pool_list(bad[i], strlen(bad[i]), &l),
+			 BACKEND_BAD_ANSWER);
+		CHECK(l.items == NULL && l.count == 0);
+	}
+	CHECK_ST(backend_json_pool_list(NULL, 0, &l), BACKEND_BAD_ANSWER);
+
+	CHECK_ST(backend_json_pool(S("{\"id\":\"py\",\"image\":\"python:3.12-slim\","
+				     "\"size\":4,\"warm\":3,\"claimed\":1}"),
+				   &l),
+		 BACKEND_OK);
+	CHECK(l.count == 1 && l.dropped == 0 && strcmp(l.items[0].id, "py") == 0 &&
+	      l.items[0].warm == 3);
+	backend_pool_list_clear(&l);
+	for (size_t i = 0; i < sizeof(bad_one) / sizeof(*bad_one); i++) {
+		CHECK_ST(backend_json_pool(bad_one[i], strlen(bad_one[i]), &l),
+			 BACKEND_BAD_ANSWER);
+		CHECK(l.items == NULL && l.count == 0);
+	}
+	CHECK(backend_pool_id_valid("python-3.12_slim"));
+	CHECK(!backend_pool_id_valid("") && !backend_pool_id_valid("a/b") &&
+	      !backend_pool_id_valid("a\tb") && !backend_pool_id_valid(NULL));
+}
+
 int main(void)
 {
 	exec_answers();
@@ -376,5 +445,6 @@ int main(void)
 	sandboxes();
 	errors_and_requests();
 	create_specs();
+	pools();
 	return check_done("test_json");
 }

@@ -292,6 +292,73 @@ static void create_body(struct canned *c, const struct backend_orchestrator *o)
 	free(body);
 }
 
+/* Pools, from the local orchestrator (which gives ids and its own live
+ * counts, none of the upstream's counts) and from canned answers. */
+static void pools_local(void)
+{
+	struct backend_orchestrator o = {orch.url, orch.token};
+	struct backend_pool_list l;
+	struct backend_error e;
+	struct backend_stats before, after;
+	bool def = false, tiny = false;
+
+	backend_get_stats(b, &before);
+	CHECK_ST(backend_orch_pools(b, &o, NULL, &l, &e), BACKEND_OK);
+	for (size_t i = 0; i < l.count; i++) {
+		def |= strcmp(l.items[i].id, "default") == 0;
+		tiny |= strcmp(l.items[i].id, "tiny") == 0;
+		CHECK(l.items[i].size == -1 && l.items[i].image == NULL);
+	}
+	CHECK(def && tiny && l.count == 2 && l.dropped == 0);
+	backend_pool_list_clear(&l);
+	CHECK_ST(backend_orch_pools(b, &o, "tiny", &l, &e), BACKEND_OK);
+	CHECK(l.count == 1 && strcmp(l.items[0].id, "tiny") == 0);
+	backend_pool_list_clear(&l);
+	CHECK_ST(backend_orch_pools(b, &o, "no-such-pool", &l, &e), BACKEND_NOT_FOUND);
+	CHECK(e.http_status == 404 && l.count == 0 && l.items == NULL);
+	CHECK(backend_errno(e.status, BACKEND_OP_SANDBOX) == ENOENT);
+	/* Encoded on the wire: a name with a space is still one segment. */
+	CHECK_ST(backend_orch_pools(b, &o, "no such pool", &l, &e), BACKEND_NOT_FOUND);
+	CHECK_ST(backend_orch_pools(b, &o, "../sandbox", &l, &e), BACKEND_BAD_REQUEST);
+	CHECK_ST(backend_orch_pools(b, &o, "", &l, &e), BACKEND_BAD_REQUEST);
+	o.token = "wrong-token";
+	CHECK_ST(backend_orch_pools(b, &o, NULL, &l, &e), BACKEND_DENIED);
+	check_no_secret(&e, orch.url, orch.port, "wrong-token");
+	backend_get_stats(b, &after);
+	CHECK(after.requests[BACKEND_OP_SANDBOX] - before.requests[BACKEND_OP_SANDBOX] ==
+	      7);
+	CHECK(after.errors - before.errors == 5);
+}
+
+static void pools_canned(struct canned *c, const struct backend_orchestrator *o)
+{
+	struct backend_pool_list l;
+	struct backend_error e;
+
+	canned_set(c, answer("200 OK",
+			     "{\"pools\":[{\"id\":\"py\",\"image\":\"python:3.12-slim\","
+			     "\"size\":4,\"warm\":4,\"claimed\":1},{\"id\":9}]}"));
+	CHECK_ST(backend_orch_pools(b, o, NULL, &l, &e), BACKEND_OK);
+	CHECK(l.count == 1 && l.dropped == 1 && strcmp(l.items[0].id, "py") == 0 &&
+	      strcmp(l.items[0].image, "python:3.12-slim") == 0 && l.items[0].size == 4 &&
+	      l.items[0].warm == 4 && l.items[0].claimed == 1);
+	backend_pool_list_clear(&l);
+	canned_set(c, answer("200 OK", "{\"id\":\"py\",\"size\":2,\"warm\":0}"));
+	CHECK_ST(backend_orch_pools(b, o, "py", &l, &e), BACKEND_OK);
+	CHECK(l.count == 1 && l.items[0].size == 2 && l.items[0].warm == 0 &&
+	      l.items[0].claimed == -1);
+	backend_pool_list_clear(&l);
+	/* About another pool; malformed; not an object. */
+	CHECK_ST(backend_orch_pools(b, o, "node", &l, &e), BACKEND_BAD_ANSWER);
+	CHECK(l.items == NULL && l.count == 0);
+	canned_set(c, answer("200 OK", "{\"id\":\"py\",\"size\":-2}"));
+	CHECK_ST(backend_orch_pools(b, o, "py", &l, &e), BACKEND_BAD_ANSWER);
+	canned_set(c, answer("200 OK", "{\"pools\":7}"));
+	CHECK_ST(backend_orch_pools(b, o, NULL, &l, &e), BACKEND_BAD_ANSWER);
+	CHECK(strcmp(e.message, "pool list does not parse") == 0);
+	check_no_secret(&e, c->url, c->port, o->token);
+}
+
 static void canned_answers(void)
 {
 	struct canned c;
@@ -306,6 +373,7 @@ static void canned_answers(void)
 	o.base_url = c.url;
 	o.token = token;
 	create_body(&c, &o);
+	pools_canned(&c, &o);
 
 	canned_set(&c, answer("429 Too Many Requests", "{\"error\":\"pool exhausted\"}"));
 	CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_EXHAUSTED);
@@ -374,6 +442,7 @@ int main(int argc, char **argv)
 	lifecycle();
 	lost_create();
 	create_spec();
+	pools_local();
 	canned_answers();
 	backend_free(b);
 	server_stop(&orch);
