@@ -21,6 +21,14 @@
  * fails as BACKEND_ANSWER_LOST instead. They reuse only connections idle
  * for under a second, which servers do not close. Idempotent calls (files,
  * health, orchestrator get, list, delete) keep libcurl's resend.
+ *
+ * Gateway timeout: a 504 answer to an execute or a create is a proxy
+ * cutting the request at its bound (a sandbox's timeoutSeconds bounds each
+ * request to its URL), and the command or the create may have taken
+ * effect: it is BACKEND_ANSWER_LOST (EIO) with http_status 504 and a
+ * message saying the request was cut by a gateway timeout (504), never
+ * resent. A 504 to any other call is BACKEND_SERVER_ERROR with
+ * http_status 504.
  */
 #ifndef SANDBOXFS_BACKEND_H
 #define SANDBOXFS_BACKEND_H
@@ -39,17 +47,18 @@ enum backend_status {
 	 * written, truncated or missing answer): the outcome is unknown. */
 	BACKEND_ANSWER_LOST,
 	BACKEND_INVALID,      /* 400, 415 */
-	BACKEND_DENIED,       /* 401, 403 */
+	BACKEND_DENIED,	      /* 401, 403 */
 	BACKEND_NOT_FOUND,    /* 404 */
 	BACKEND_CONFLICT,     /* 409: id live on create, seat busy on execute */
 	BACKEND_TOO_LARGE,    /* 413, or an answer over the configured bound */
 	BACKEND_EXHAUSTED,    /* 429 */
-	BACKEND_SERVER_ERROR, /* 5xx, or another unexpected HTTP status */
+	BACKEND_SERVER_ERROR, /* 5xx, or another unexpected HTTP status;
+				 but see "Gateway timeout" */
 	/* A 2xx answer that does not parse or lacks required fields. For a
 	 * request with effects (execute, create) the outcome is unknown. */
 	BACKEND_BAD_ANSWER,
 	BACKEND_BAD_REQUEST, /* refused locally before sending (bad name, bad URL) */
-	BACKEND_LOCAL,       /* local failure: descriptor I/O, memory */
+	BACKEND_LOCAL,	     /* local failure: descriptor I/O, memory */
 };
 
 /* The call an error came from; errno mapping depends on it (409). */
@@ -187,6 +196,9 @@ void backend_exec_result_clear(struct backend_exec_result *r);
 /* POST /execute. timeout_s 0 = no limit (and the call waits without
  * bound; TCP keepalive finds a dead peer); otherwise the call waits
  * timeout_s plus the grace period, then returns BACKEND_ANSWER_LOST.
+ * Behind an orchestrator's proxy the sandbox's request bound
+ * (timeoutSeconds at create) may cut it first: a 504, returned as
+ * BACKEND_ANSWER_LOST with http_status 504 (see "Gateway timeout").
  * An answer over max_exec_bytes is BACKEND_BAD_ANSWER (the command ran;
  * its outcome is unknown), not BACKEND_TOO_LARGE. */
 enum backend_status backend_execute(struct backend *b, const char *url,

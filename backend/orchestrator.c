@@ -97,7 +97,7 @@ enum backend_status backend_orch_create(struct backend *b,
 	r.body = body;
 	r.body_len = strlen(body);
 	r.once = true;
-	st = backend_http(b, &r, err);
+	st = backend_gateway_timeout(&r, backend_http(b, &r, err), err);
 	free(body);
 	if (st == BACKEND_OK)
 		st = decode_sandbox(b, o, &r, out, true, err);
