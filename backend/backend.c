@@ -114,6 +114,18 @@ void backend_set_error(struct backend_error *err, enum backend_status status,
 	va_end(ap);
 }
 
+enum backend_status backend_gateway_timeout(const struct backend_req *r,
+					    enum backend_status st,
+					    struct backend_error *err)
+{
+	if (!r->once || st != BACKEND_SERVER_ERROR || r->http_status != 504)
+		return st;
+	backend_set_error(err, BACKEND_ANSWER_LOST, 504,
+			  "the request was cut by a gateway timeout (504); the "
+			  "outcome is unknown");
+	return BACKEND_ANSWER_LOST;
+}
+
 static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *userp)
 {
 	struct backend *b = userp;

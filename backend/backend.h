@@ -21,6 +21,14 @@
  * fails as BACKEND_ANSWER_LOST instead. They reuse only connections idle
  * for under a second, which servers do not close. Idempotent calls (files,
  * health, orchestrator get, list, delete) keep libcurl's resend.
+ *
+ * Gateway timeout: a 504 answer to an execute or a create is a proxy
+ * cutting the request at its bound (a sandbox's timeoutSeconds bounds each
+ * request to its URL), and the command or the create may have taken
+ * effect: it is BACKEND_ANSWER_LOST (EIO) with http_status 504 and a
+ * message saying the request was cut by a gateway timeout (504), never
+ * resent. A 504 to any other call is BACKEND_SERVER_ERROR with
+ * http_status 504.
  */
 #ifndef SANDBOXFS_BACKEND_H
 #define SANDBOXFS_BACKEND_H
@@ -39,17 +47,18 @@ enum backend_status {
 	 * written, truncated or missing answer): the outcome is unknown. */
 	BACKEND_ANSWER_LOST,
 	BACKEND_INVALID,      /* 400, 415 */
-	BACKEND_DENIED,       /* 401, 403 */
+	BACKEND_DENIED,	      /* 401, 403 */
 	BACKEND_NOT_FOUND,    /* 404 */
 	BACKEND_CONFLICT,     /* 409: id live on create, seat busy on execute */
 	BACKEND_TOO_LARGE,    /* 413, or an answer over the configured bound */
 	BACKEND_EXHAUSTED,    /* 429 */
-	BACKEND_SERVER_ERROR, /* 5xx, or another unexpected HTTP status */
+	BACKEND_SERVER_ERROR, /* 5xx, or another unexpected HTTP status;
+				 but see "Gateway timeout" */
 	/* A 2xx answer that does not parse or lacks required fields. For a
 	 * request with effects (execute, create) the outcome is unknown. */
 	BACKEND_BAD_ANSWER,
 	BACKEND_BAD_REQUEST, /* refused locally before sending (bad name, bad URL) */
-	BACKEND_LOCAL,       /* local failure: descriptor I/O, memory */
+	BACKEND_LOCAL,	     /* local failure: descriptor I/O, memory */
 };
 
 /* The call an error came from; errno mapping depends on it (409). */
@@ -58,7 +67,7 @@ enum backend_op {
 	BACKEND_OP_FILE,
 	BACKEND_OP_HEALTH,
 	BACKEND_OP_CREATE,
-	BACKEND_OP_SANDBOX, /* orchestrator get, list, delete */
+	BACKEND_OP_SANDBOX, /* orchestrator get, list, delete, pools */
 };
 
 struct backend_error {
@@ -187,6 +196,9 @@ void backend_exec_result_clear(struct backend_exec_result *r);
 /* POST /execute. timeout_s 0 = no limit (and the call waits without
  * bound; TCP keepalive finds a dead peer); otherwise the call waits
  * timeout_s plus the grace period, then returns BACKEND_ANSWER_LOST.
+ * Behind an orchestrator's proxy the sandbox's request bound
+ * (timeoutSeconds at create) may cut it first: a 504, returned as
+ * BACKEND_ANSWER_LOST with http_status 504 (see "Gateway timeout").
  * An answer over max_exec_bytes is BACKEND_BAD_ANSWER (the command ran;
  * its outcome is unknown), not BACKEND_TOO_LARGE. */
 enum backend_status backend_execute(struct backend *b, const char *url,
@@ -310,16 +322,40 @@ void backend_sandbox_list_clear(struct backend_sandbox_list *l);
 
 struct backend_create_request {
 	const char *id;           /* NULL: the orchestrator generates one */
-	const char *pool;         /* exactly one of pool and image */
-	const char *image;
+	const char *pool;	  /* at most one of pool and image; neither */
+	const char *image;	  /* only when spec_json gives them */
 	int port;                 /* required with image */
 	long idle_timeout_s;      /* 0: not sent */
+	/* The request bound (timeoutSeconds): sent when send_timeout. */
+	bool send_timeout;
+	long timeout_s;
+	/* NULL, or the text of a JSON object of further create fields
+	 * (environment, ports, artifacts, command, cpu, memory, runtimeClass,
+	 * volumes, idleTimeoutSeconds, timeoutSeconds, pool, image, port, ...)
+	 * sent as given. The members above win over the spec's fields of the
+	 * same name when set (id; pool or image+port when non-NULL;
+	 * idleTimeoutSeconds when idle_timeout_s > 0; timeoutSeconds when
+	 * send_timeout). Not an object, or unparsable: BACKEND_BAD_REQUEST
+	 * before anything is sent. */
+	const char *spec_json;
 };
 
 /* True when id is an RFC-1123 label: 1-63 lowercase alphanumerics and
  * interior hyphens. */
 bool backend_sandbox_id_valid(const char *id);
 
+/* POST /v1/sandbox. The body is spec_json with the struct's members put
+ * over it. Exactly one of pool and image is sent: a pool given here
+ * removes the spec's image and port, an image given here removes the
+ * spec's pool; when the struct gives neither, the spec's are sent as they
+ * are (and the spec must give one: without a spec, the struct must).
+ * Refused before sending (BACKEND_BAD_REQUEST): an invalid id, both pool
+ * and image, an image without a port in 1-65535, a negative
+ * idle_timeout_s, send_timeout with timeout_s outside 0-3600 (0 = no
+ * bound), a spec_json that is not a JSON object. The spec's own fields
+ * are the orchestrator's to check: an unknown or invalid one is its 400,
+ * BACKEND_INVALID with its message. Sent once (see "Never twice"); a 504
+ * is BACKEND_ANSWER_LOST (see backend_execute). */
 enum backend_status backend_orch_create(struct backend *b,
 					const struct backend_orchestrator *o,
 					const struct backend_create_request *req,
@@ -339,5 +375,36 @@ enum backend_status backend_orch_delete(struct backend *b,
 					const struct backend_orchestrator *o,
 					const char *id,
 					struct backend_error *err);
+
+/* --- pools (GET /v1/sandbox-pool) --- */
+
+struct backend_pool {
+	char *id;
+	char *image;		  /* NULL when absent */
+	long size, warm, claimed; /* -1 when absent */
+};
+struct backend_pool_list {
+	struct backend_pool *items;
+	size_t count;
+	size_t dropped; /* malformed entries refused */
+};
+void backend_pool_clear(struct backend_pool *p);
+void backend_pool_list_clear(struct backend_pool_list *l);
+
+/* True when id can name a pool in a request path: 1-255 bytes, no '/',
+ * no control character. */
+bool backend_pool_id_valid(const char *id);
+
+/* GET /v1/sandbox-pool (id NULL) or /v1/sandbox-pool/{id} (one item; an
+ * unknown pool is BACKEND_NOT_FOUND; an answer about another pool is
+ * BACKEND_BAD_ANSWER; an invalid id is BACKEND_BAD_REQUEST). Bounded like
+ * the other orchestrator calls (request_timeout_ms; the list by
+ * max_listing_bytes, one pool by max_json_bytes); malformed entries of
+ * the list are dropped and counted in out->dropped; counted as
+ * BACKEND_OP_SANDBOX in the statistics. */
+enum backend_status backend_orch_pools(struct backend *b,
+				       const struct backend_orchestrator *o,
+				       const char *id, struct backend_pool_list *out,
+				       struct backend_error *err);
 
 #endif

@@ -122,6 +122,14 @@ enum backend_status backend_refuse(struct backend *b, enum backend_op op,
  * bytes and never reads past msg's first NUL or its size. */
 bool backend_scrub(char *msg, size_t size, const char *secret, bool cut);
 
+/* After backend_http of a request with effects (r->once: execute,
+ * create): a 504 (a proxy cut the request at its bound; the server may
+ * have acted on it) is BACKEND_ANSWER_LOST, http_status 504, with a
+ * message saying so. Any other st is returned as it is. */
+enum backend_status backend_gateway_timeout(const struct backend_req *r,
+					    enum backend_status st,
+					    struct backend_error *err);
+
 /* Zeroes r and sets what every request has; no descriptors. */
 void backend_req_init(struct backend_req *r, enum backend_op op, const char *method,
 		      const char *url, const char *path);

@@ -39,6 +39,26 @@ enum backend_status backend_json_sandbox(const char *buf, size_t len,
 enum backend_status backend_json_sandbox_list(const char *buf, size_t len,
 					      struct backend_sandbox_list *out);
 
+/* One pool {"id": str, "image": str, "size": int, "warm": int,
+ * "claimed": int} (GET /v1/sandbox-pool/{id}), as a list of one. "id" is
+ * required (backend_pool_id_valid); the others are optional (null means
+ * absent: image NULL, counts -1) but must have the right type, the
+ * counts integers >= 0. */
+enum backend_status backend_json_pool(const char *buf, size_t len,
+				      struct backend_pool_list *out);
+
+/* {"pools": [pool, ...]}: malformed pools are dropped and counted in
+ * out->dropped. A missing or non-array "pools" is BACKEND_BAD_ANSWER. */
+enum backend_status backend_json_pool_list(const char *buf, size_t len,
+					   struct backend_pool_list *out);
+
+/* json.c's parser (lone surrogate escapes mended, parsing serialised)
+ * and integer reader (an integral number in [lo, hi]), for the decoders
+ * in other files. */
+struct cJSON;
+struct cJSON *backend_json_parse(const char *buf, size_t len);
+bool backend_json_int(const struct cJSON *v, double lo, double hi, double *out);
+
 /* Copies the "error" string of an error answer {"error": "..."} into
  * msg (cut to size, control characters replaced by '?'). Returns false
  * (msg untouched) when the body has no such string. */
@@ -49,6 +69,13 @@ bool backend_json_health(const char *buf, size_t len);
 
 /* Builds the bodies sent; NULL on allocation failure. Free with free(). */
 char *backend_json_exec_request(const char *command, long timeout_s);
-char *backend_json_create_request(const struct backend_create_request *req);
+
+/* The create body: req->spec_json (when set) with the struct's members put
+ * over it (see struct backend_create_request), into *out (free it).
+ * BACKEND_BAD_REQUEST when spec_json is not the text of a JSON object,
+ * BACKEND_LOCAL without memory; *out is NULL then. The struct's members
+ * are not checked here (backend_orch_create does). */
+enum backend_status backend_json_create_request(const struct backend_create_request *req,
+						char **out);
 
 #endif

@@ -74,7 +74,7 @@ enum backend_status backend_execute(struct backend *b, const char *url,
 	r.timeout_ms = timeout_s > 0 && timeout_s < 315360000L
 			   ? timeout_s * 1000 + b->cfg.execute_grace_ms
 			   : 0;
-	st = backend_http(b, &r, err);
+	st = backend_gateway_timeout(&r, backend_http(b, &r, err), err);
 	free(body);
 	if (st == BACKEND_OK) {
 		st = backend_json_exec(r.answer, r.answer_len, out);

@@ -362,6 +362,11 @@ static enum backend_status member_bytes(const char *buf, size_t len, const char 
 	return BACKEND_OK;
 }
 
+cJSON *backend_json_parse(const char *buf, size_t len)
+{
+	return parse(buf, len);
+}
+
 /* Reads an integral number in [lo, hi]; false otherwise. */
 static bool get_int(const cJSON *v, double lo, double hi, double *out)
 {
@@ -374,6 +379,11 @@ static bool get_int(const cJSON *v, double lo, double hi, double *out)
 		return false;
 	*out = d;
 	return true;
+}
+
+bool backend_json_int(const cJSON *v, double lo, double hi, double *out)
+{
+	return get_int(v, lo, hi, out);
 }
 
 /* An optional string member: absent, null and "" give NULL; another type
@@ -654,24 +664,62 @@ char *backend_json_exec_request(const char *command, long timeout_s)
 	return s;
 }
 
-char *backend_json_create_request(const struct backend_create_request *req)
+/* Removes every member named name (a spec may repeat one). */
+static void drop_all(cJSON *o, const char *name)
 {
-	cJSON *o = cJSON_CreateObject();
-	char *s = NULL;
-	bool ok = o != NULL;
+	while (cJSON_GetObjectItemCaseSensitive(o, name))
+		cJSON_DeleteItemFromObjectCaseSensitive(o, name);
+}
 
+static bool set_string(cJSON *o, const char *name, const char *v)
+{
+	drop_all(o, name);
+	return cJSON_AddStringToObject(o, name, v) != NULL;
+}
+
+static bool set_number(cJSON *o, const char *name, double v)
+{
+	drop_all(o, name);
+	return cJSON_AddNumberToObject(o, name, v) != NULL;
+}
+
+enum backend_status backend_json_create_request(const struct backend_create_request *req,
+						char **out)
+{
+	cJSON *o;
+	bool ok;
+
+	*out = NULL;
+	if (req->spec_json) {
+		o = parse(req->spec_json, strlen(req->spec_json));
+		if (!cJSON_IsObject(o)) {
+			cJSON_Delete(o);
+			return BACKEND_BAD_REQUEST;
+		}
+	} else {
+		o = cJSON_CreateObject();
+	}
+	ok = o != NULL;
 	if (ok && req->id)
-		ok = cJSON_AddStringToObject(o, "id", req->id) != NULL;
-	if (ok && req->pool)
-		ok = cJSON_AddStringToObject(o, "pool", req->pool) != NULL;
-	if (ok && req->image)
-		ok = cJSON_AddStringToObject(o, "image", req->image) &&
-		     cJSON_AddNumberToObject(o, "port", req->port);
+		ok = set_string(o, "id", req->id);
+	/* Exactly one of pool and image: the struct's wins, and the other
+	 * (with the port that goes with an image) leaves the body. */
+	if (ok && req->pool) {
+		drop_all(o, "image");
+		drop_all(o, "port");
+		ok = set_string(o, "pool", req->pool);
+	}
+	if (ok && req->image) {
+		drop_all(o, "pool");
+		ok = set_string(o, "image", req->image) &&
+		     set_number(o, "port", req->port);
+	}
 	if (ok && req->idle_timeout_s > 0)
-		ok = cJSON_AddNumberToObject(o, "idleTimeoutSeconds",
-					     (double)req->idle_timeout_s) != NULL;
+		ok = set_number(o, "idleTimeoutSeconds", (double)req->idle_timeout_s);
+	if (ok && req->send_timeout)
+		ok = set_number(o, "timeoutSeconds", (double)req->timeout_s);
 	if (ok)
-		s = cJSON_PrintUnformatted(o);
+		*out = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
-	return s;
+	return *out ? BACKEND_OK : BACKEND_LOCAL;
 }

@@ -1,5 +1,6 @@
 /*
- * orchestrator.c — the orchestrator's /v1/sandbox API.
+ * orchestrator.c — the orchestrator's /v1/sandbox and /v1/sandbox-pool API
+ * (the pools' decoders are in pools.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,24 +71,33 @@ enum backend_status backend_orch_create(struct backend *b,
 	if (req->id && !backend_sandbox_id_valid(req->id))
 		return backend_refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
 				      "invalid sandbox id (RFC-1123 label)");
-	if (!!req->pool == !!req->image)
+	if (req->pool && req->image)
 		return backend_refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
 				      "exactly one of pool and image");
+	if (!req->pool && !req->image && !req->spec_json)
+		return backend_refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
+				      "exactly one of pool and image (or a spec "
+				      "giving one)");
 	if (req->image && (req->port < 1 || req->port > 65535))
 		return backend_refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
 				      "an image needs a port in 1-65535");
 	if (req->idle_timeout_s < 0)
 		return backend_refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
 				      "negative idle timeout");
-	body = backend_json_create_request(req);
-	if (!body)
-		return backend_refuse(b, BACKEND_OP_CREATE, BACKEND_LOCAL, err,
-				      "out of memory");
+	if (req->send_timeout && (req->timeout_s < 0 || req->timeout_s > 3600))
+		return backend_refuse(b, BACKEND_OP_CREATE, BACKEND_BAD_REQUEST, err,
+				      "request timeout outside 0-3600 seconds");
+	st = backend_json_create_request(req, &body);
+	if (st != BACKEND_OK)
+		return backend_refuse(b, BACKEND_OP_CREATE, st, err,
+				      st == BACKEND_BAD_REQUEST
+					  ? "the create spec is not a JSON object"
+					  : "out of memory");
 	req_init(&r, b, BACKEND_OP_CREATE, "POST", o, "/v1/sandbox");
 	r.body = body;
 	r.body_len = strlen(body);
 	r.once = true;
-	st = backend_http(b, &r, err);
+	st = backend_gateway_timeout(&r, backend_http(b, &r, err), err);
 	free(body);
 	if (st == BACKEND_OK)
 		st = decode_sandbox(b, o, &r, out, true, err);
@@ -180,6 +190,54 @@ enum backend_status backend_orch_delete(struct backend *b,
 	st = backend_http(b, &r, err);
 	if (st == BACKEND_OK)
 		backend_set_error(err, BACKEND_OK, (int)r.http_status, "ok");
+	free(r.answer);
+	return st;
+}
+
+enum backend_status backend_orch_pools(struct backend *b,
+				       const struct backend_orchestrator *o,
+				       const char *id, struct backend_pool_list *out,
+				       struct backend_error *err)
+{
+	struct backend_req r;
+	enum backend_status st;
+	char *enc = NULL, *path = NULL;
+
+	memset(out, 0, sizeof(*out));
+	if (id && !backend_pool_id_valid(id))
+		return backend_refuse(b, BACKEND_OP_SANDBOX, BACKEND_BAD_REQUEST, err,
+				      "invalid pool id");
+	if (id && (!(enc = backend_percent_encode(id)) ||
+		   asprintf(&path, "/v1/sandbox-pool/%s", enc) < 0)) {
+		free(enc);
+		return backend_refuse(b, BACKEND_OP_SANDBOX, BACKEND_LOCAL, err,
+				      "out of memory");
+	}
+	free(enc);
+	req_init(&r, b, BACKEND_OP_SANDBOX, "GET", o, id ? path : "/v1/sandbox-pool");
+	if (!id)
+		r.max_answer = b->cfg.max_listing_bytes;
+	st = backend_http(b, &r, err);
+	free(path);
+	if (st == BACKEND_OK) {
+		st = id ? backend_json_pool(r.answer, r.answer_len, out)
+			: backend_json_pool_list(r.answer, r.answer_len, out);
+		/* The orchestrator must answer about the pool asked. */
+		if (st == BACKEND_OK && id && strcmp(out->items[0].id, id) != 0) {
+			backend_pool_list_clear(out);
+			st = BACKEND_BAD_ANSWER;
+		}
+		if (st == BACKEND_OK) {
+			backend_set_error(err, BACKEND_OK, (int)r.http_status, "ok");
+		} else {
+			backend_count_error(b);
+			backend_set_error(err, st, (int)r.http_status, "%s",
+					  st == BACKEND_LOCAL ? "out of memory"
+					  : id ? "pool does not parse (missing id, wrong "
+						 "types), or is about another pool"
+					       : "pool list does not parse");
+		}
+	}
 	free(r.answer);
 	return st;
 }

@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "backend.h"
 #include "common/clock.h"
 
@@ -48,12 +50,19 @@ static const char usage_text[] =
     "\n"
     "Orchestrator verbs (--orchestrator URL or env SANDBOXFS_ORCHESTRATOR;\n"
     "token from --token-file F or env SANDBOXFS_TOKEN):\n"
-    "  create ID [--pool P] [--idle S] [--save-url F]\n"
+    "  create ID [--pool P] [--idle S] [--request-timeout S] [--spec JSON]\n"
+    "         [--save-url F]\n"
     "  list\n"
+    "  pools [ID]               the pools (or one): id, image, size, warm,\n"
+    "                           claimed (- when the orchestrator gives none)\n"
     "  info ID [--save-url F]\n"
     "  delete ID\n"
     "  --save-url F writes the sandbox's URL to F (mode 0600); URLs are\n"
-    "  never printed.\n"
+    "  never printed. --spec JSON is a JSON object of further create fields\n"
+    "  (environment, ports, command, cpu, memory, ...) sent as given; --pool,\n"
+    "  --idle and --request-timeout (timeoutSeconds: the bound of each request\n"
+    "  to the sandbox, 0-3600, 0 = none) win over its fields; without --pool\n"
+    "  the spec's pool or image is used, else the pool 'default'.\n"
     "\n"
     "URLs: http://HOST[:PORT][/BASE], https://..., or http+unix://PATH[/BASE]\n"
     "  for a server on a Unix socket, PATH percent-encoded (/ is %2F).\n"
@@ -67,7 +76,8 @@ static const char usage_text[] =
 
 struct opts {
 	const char *url_file, *orchestrator, *token_file, *pool, *save_url, *ca_file;
-	long timeout_s, idle_s, connect_ms;
+	const char *spec;
+	long timeout_s, idle_s, connect_ms, request_timeout_s; /* -1: not given */
 	bool insecure;
 };
 
@@ -474,6 +484,51 @@ static const char *state_name(enum backend_sandbox_state s)
 	return names[s];
 }
 
+/* True when spec (a JSON object's text, or NULL) names a pool or an image:
+ * then no default pool is sent over it. A spec that does not parse is
+ * refused by backend_orch_create. */
+static bool spec_names_one(const char *spec)
+{
+	cJSON *j = spec ? cJSON_Parse(spec) : NULL;
+	bool named = cJSON_GetObjectItemCaseSensitive(j, "pool") ||
+		     cJSON_GetObjectItemCaseSensitive(j, "image");
+
+	cJSON_Delete(j);
+	return named;
+}
+
+static void print_count(long n, const char *end)
+{
+	if (n < 0)
+		printf("-%s", end);
+	else
+		printf("%ld%s", n, end);
+}
+
+/* pools [ID]: one line a pool, "id image size warm claimed". */
+static int print_pools(struct backend *b, const struct backend_orchestrator *orch,
+		       const char *id)
+{
+	struct backend_pool_list l;
+	struct backend_error e;
+	enum backend_status st = backend_orch_pools(b, orch, id, &l, &e);
+
+	if (st != BACKEND_OK)
+		return fail("pools", st, &e);
+	for (size_t i = 0; i < l.count; i++) {
+		const struct backend_pool *p = &l.items[i];
+
+		printf("%s %s ", p->id, p->image ? p->image : "-");
+		print_count(p->size, " ");
+		print_count(p->warm, " ");
+		print_count(p->claimed, "\n");
+	}
+	if (l.dropped)
+		fprintf(stderr, "sandboxctl: %zu malformed entries dropped\n", l.dropped);
+	backend_pool_list_clear(&l);
+	return EX_OK;
+}
+
 static int run_orch_verb(struct backend *b, const struct opts *o, const char *verb,
 			 int argc, char **argv)
 {
@@ -486,7 +541,12 @@ static int run_orch_verb(struct backend *b, const struct opts *o, const char *ve
 
 	if (!orchestrator(o, &orch, &token))
 		return EX_USAGE;
-	if (strcmp(verb, "list") != 0 && argc != 1) {
+	if (strcmp(verb, "pools") == 0 && argc > 1) {
+		fprintf(stderr, "sandboxctl: pools [ID]\n");
+		rc = EX_USAGE;
+		goto out;
+	}
+	if (strcmp(verb, "list") != 0 && strcmp(verb, "pools") != 0 && argc != 1) {
 		fprintf(stderr, "sandboxctl: %s ID\n", verb);
 		rc = EX_USAGE;
 		goto out;
@@ -494,8 +554,13 @@ static int run_orch_verb(struct backend *b, const struct opts *o, const char *ve
 	if (strcmp(verb, "create") == 0) {
 		struct backend_create_request req = {
 		    .id = argv[0],
-		    .pool = o->pool ? o->pool : "default",
+		    .pool = o->pool		      ? o->pool
+			    : spec_names_one(o->spec) ? NULL
+						      : "default",
 		    .idle_timeout_s = o->idle_s,
+		    .send_timeout = o->request_timeout_s >= 0,
+		    .timeout_s = o->request_timeout_s,
+		    .spec_json = o->spec,
 		};
 
 		st = backend_orch_create(b, &orch, &req, &s, &e);
@@ -525,6 +590,8 @@ static int run_orch_verb(struct backend *b, const struct opts *o, const char *ve
 		if (o->save_url && !save_url(o->save_url, s.url))
 			rc = EX_FAIL;
 		backend_sandbox_clear(&s);
+	} else if (strcmp(verb, "pools") == 0) {
+		rc = print_pools(b, &orch, argc ? argv[0] : NULL);
 	} else if (strcmp(verb, "delete") == 0) {
 		st = backend_orch_delete(b, &orch, argv[0], &e);
 		if (st != BACKEND_OK)
@@ -562,6 +629,8 @@ int main(int argc, char **argv)
 	    {"timeout", required_argument, NULL, 't'},
 	    {"pool", required_argument, NULL, 'p'},
 	    {"idle", required_argument, NULL, 'i'},
+	    {"request-timeout", required_argument, NULL, 'r'},
+	    {"spec", required_argument, NULL, 'S'},
 	    {"save-url", required_argument, NULL, 's'},
 	    {"connect-timeout", required_argument, NULL, 'c'},
 	    {"ca-file", required_argument, NULL, 'a'},
@@ -572,8 +641,9 @@ int main(int argc, char **argv)
 	static const char *sandbox_verbs[] = {
 	    "exec",   "get",	    "put",	 "ls",	      "rm",
 	    "health", "bench-exec", "bench-put", "bench-get", NULL};
-	static const char *orch_verbs[] = {"create", "list", "info", "delete", NULL};
-	struct opts o = {.timeout_s = 60};
+	static const char *orch_verbs[] = {"create", "list",   "pools",
+					   "info",   "delete", NULL};
+	struct opts o = {.timeout_s = 60, .request_timeout_s = -1};
 	struct backend_config cfg;
 	struct backend *b;
 	const char *verb;
@@ -594,6 +664,9 @@ int main(int argc, char **argv)
 		case 'p':
 			o.pool = optarg;
 			break;
+		case 'S':
+			o.spec = optarg;
+			break;
 		case 's':
 			o.save_url = optarg;
 			break;
@@ -605,6 +678,7 @@ int main(int argc, char **argv)
 			break;
 		case 't':
 		case 'i':
+		case 'r':
 		case 'c': {
 			long v;
 
@@ -612,6 +686,7 @@ int main(int argc, char **argv)
 				fprintf(stderr, "sandboxctl: bad number for --%s\n",
 					c == 't'   ? "timeout"
 					: c == 'i' ? "idle"
+					: c == 'r' ? "request-timeout"
 						   : "connect-timeout");
 				return EX_USAGE;
 			}
@@ -619,6 +694,8 @@ int main(int argc, char **argv)
 				o.timeout_s = v;
 			else if (c == 'i')
 				o.idle_s = v;
+			else if (c == 'r')
+				o.request_timeout_s = v;
 			else
 				o.connect_ms = v;
 			break;

@@ -303,6 +303,7 @@ static void *canned_main(void *arg)
 
 		if (fd < 0)
 			continue;
+		buf[0] = '\0';
 		if (__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
 			close(fd);
 			break;
@@ -326,6 +327,12 @@ static void *canned_main(void *arg)
 		}
 		pthread_mutex_lock(c->lock);
 		resp = strdup(c->response);
+		{
+			char *end = strstr(buf, "\r\n\r\n");
+
+			free(c->last_body);
+			c->last_body = strdup(end ? end + 4 : "");
+		}
 		pthread_mutex_unlock(c->lock);
 		if (resp && send(fd, resp, strlen(resp), MSG_NOSIGNAL) < 0)
 			perror("canned send");
@@ -356,6 +363,7 @@ void canned_start(struct canned *c)
 	c->stop = 0;
 	c->served = 0;
 	c->response = strdup("HTTP/1.1 500 Unset\r\nContent-Length: 0\r\n\r\n");
+	c->last_body = NULL;
 	c->lock = malloc(sizeof(pthread_mutex_t));
 	pthread_mutex_init(c->lock, NULL);
 	pthread_create(t, NULL, canned_main, c);
@@ -392,6 +400,17 @@ void canned_stop(struct canned *c)
 	pthread_mutex_destroy(c->lock);
 	free(c->lock);
 	free(c->response);
+	free(c->last_body);
+}
+
+char *canned_last_body(struct canned *c)
+{
+	char *copy;
+
+	pthread_mutex_lock(c->lock);
+	copy = c->last_body ? strdup(c->last_body) : NULL;
+	pthread_mutex_unlock(c->lock);
+	return copy;
 }
 
 static void stream_one(struct streamer *s, int fd)

@@ -53,6 +53,7 @@ struct canned {
 	int port;
 	char url[64];
 	char *response; /* raw HTTP/1.1 response (copy): canned_set */
+	char *last_body; /* the body of the last request served */
 	void *lock;
 	int stop;
 	unsigned long served;
@@ -62,6 +63,8 @@ void canned_start(struct canned *c);
 void canned_stop(struct canned *c);
 /* Sets the response for the next requests (published to the thread). */
 void canned_set(struct canned *c, const char *response);
+/* A copy of the body of the last request served (free it), or NULL. */
+char *canned_last_body(struct canned *c);
 
 /* A raw HTTP responder on 127.0.0.1 for file bodies the real server
  * never sends: a 200 head (with content_length, or none and the body

@@ -593,6 +593,70 @@ static void scrub_unit(void)
 	CHECK(strcmp(m, "[redacted] ") == 0);
 }
 
+/* A 504 (a proxy cutting a request at the sandbox's request bound): for
+ * an execute or a create the outcome is unknown, and it is never resent;
+ * for any other call it is a server error. */
+static void gateway_timeout(void)
+{
+	struct canned c;
+	struct backend_error e;
+	struct backend_exec_result r;
+	struct backend_sandbox sb;
+	struct backend_listing l;
+	struct backend_pool_list pl;
+	struct backend_orchestrator o;
+	struct backend_create_request cr = {.id = "x", .pool = "default"};
+	const char *token = "gateway-secret-token";
+	unsigned long served;
+	int fd = temp_fd(10, 3);
+
+	canned_start(&c);
+	o.base_url = c.url;
+	o.token = token;
+	canned_set(&c,
+		   "HTTP/1.1 504 Gateway Timeout\r\nContent-Type: application/json\r\n"
+		   "Content-Length: 28\r\n\r\n{\"error\":\"upstream timeout\"}");
+
+	served = __atomic_load_n(&c.served, __ATOMIC_SEQ_CST);
+	CHECK_ST(backend_execute(b, c.url, "sleep 400", 30, &r, &e), BACKEND_ANSWER_LOST);
+	CHECK(e.status == BACKEND_ANSWER_LOST && e.http_status == 504);
+	CHECK(strstr(e.message, "gateway timeout (504)") != NULL);
+	CHECK(backend_errno(e.status, BACKEND_OP_EXECUTE) == EIO);
+	CHECK(r.out == NULL && r.err == NULL);
+	check_no_secret(&e, c.url, c.port, NULL);
+	/* Sent once: the one request the server saw. */
+	CHECK(__atomic_load_n(&c.served, __ATOMIC_SEQ_CST) == served + 1);
+
+	served = __atomic_load_n(&c.served, __ATOMIC_SEQ_CST);
+	CHECK_ST(backend_orch_create(b, &o, &cr, &sb, &e), BACKEND_ANSWER_LOST);
+	CHECK(e.http_status == 504 && strstr(e.message, "gateway timeout (504)"));
+	CHECK(sb.id == NULL);
+	check_no_secret(&e, c.url, c.port, token);
+	CHECK(__atomic_load_n(&c.served, __ATOMIC_SEQ_CST) == served + 1);
+
+	/* Other calls: a server error, with the server's message. */
+	CHECK_ST(backend_health(b, c.url, &e), BACKEND_SERVER_ERROR);
+	CHECK(e.http_status == 504 && strcmp(e.message, "upstream timeout") == 0);
+	CHECK_ST(backend_list(b, c.url, "", &l, &e), BACKEND_SERVER_ERROR);
+	CHECK(e.http_status == 504);
+	CHECK_ST(backend_file_put(b, c.url, "f", fd, 10, &e), BACKEND_SERVER_ERROR);
+	CHECK(e.http_status == 504);
+	CHECK_ST(backend_orch_get(b, &o, "x", &sb, &e), BACKEND_SERVER_ERROR);
+	CHECK(e.http_status == 504);
+	CHECK_ST(backend_orch_pools(b, &o, NULL, &pl, &e), BACKEND_SERVER_ERROR);
+	CHECK(e.http_status == 504);
+	CHECK_ST(backend_orch_delete(b, &o, "x", &e), BACKEND_SERVER_ERROR);
+	CHECK(e.http_status == 504);
+	check_no_secret(&e, c.url, c.port, token);
+
+	/* Another 5xx to an execute stays a server error. */
+	canned_set(&c, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n");
+	CHECK_ST(backend_execute(b, c.url, "true", 30, &r, &e), BACKEND_SERVER_ERROR);
+	CHECK(e.http_status == 502);
+	close(fd);
+	canned_stop(&c);
+}
+
 int main(int argc, char **argv)
 {
 	struct backend_stats s;
@@ -606,6 +670,7 @@ int main(int argc, char **argv)
 	bounds();
 	malformed();
 	echoed_secrets();
+	gateway_timeout();
 	scrub_unit();
 	proxies();
 	download_bounds();

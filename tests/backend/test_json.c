@@ -290,17 +290,152 @@ static void errors_and_requests(void)
 	      strcmp(s, "{\"command\":\"echo \\\"hi\\\"\\n\",\"timeoutSeconds\":30}") ==
 		  0);
 	free(s);
-	s = backend_json_create_request(&(struct backend_create_request){
-	    .id = "a", .pool = "default", .idle_timeout_s = 60});
+	CHECK_ST(backend_json_create_request(
+		     &(struct backend_create_request){
+			 .id = "a", .pool = "default", .idle_timeout_s = 60},
+		     &s),
+		 BACKEND_OK);
 	CHECK(
 	    s &&
 	    strcmp(s, "{\"id\":\"a\",\"pool\":\"default\",\"idleTimeoutSeconds\":60}") ==
 		0);
 	free(s);
-	s = backend_json_create_request(
-	    &(struct backend_create_request){.image = "img:1", .port = 3000});
+	CHECK_ST(
+	    backend_json_create_request(
+		&(struct backend_create_request){.image = "img:1", .port = 3000}, &s),
+	    BACKEND_OK);
 	CHECK(s && strcmp(s, "{\"image\":\"img:1\",\"port\":3000}") == 0);
 	free(s);
+}
+
+/* The create body: the spec as given, the struct's members over it. */
+static void create_specs(void)
+{
+	static const struct {
+		struct backend_create_request req;
+		const char *want; /* NULL: refused as BACKEND_BAD_REQUEST */
+	} cases[] = {
+	    /* The spec alone, as given. */
+	    {{.spec_json = "{\"pool\":\"py\",\"environment\":{\"A\":\"1\"},"
+			   "\"ports\":[8080],\"command\":\"serve\"}"},
+	     "{\"pool\":\"py\",\"environment\":{\"A\":\"1\"},\"ports\":[8080],"
+	     "\"command\":\"serve\"}"},
+	    /* The struct's id, pool, bounds win; the spec's image and port go. */
+	    {{.id = "mine",
+	      .pool = "py",
+	      .idle_timeout_s = 60,
+	      .send_timeout = true,
+	      .timeout_s = 0,
+	      .spec_json = "{\"id\":\"theirs\",\"image\":\"x:1\",\"port\":9,"
+			   "\"timeoutSeconds\":5,\"idleTimeoutSeconds\":7,"
+			   "\"artifacts\":[{\"a\":1}]}"},
+	     "{\"artifacts\":[{\"a\":1}],\"id\":\"mine\",\"pool\":\"py\","
+	     "\"idleTimeoutSeconds\":60,\"timeoutSeconds\":0}"},
+	    /* The struct's image removes the spec's pool. */
+	    {{.image = "img:2",
+	      .port = 3000,
+	      .spec_json = "{\"pool\":\"py\",\"cpu\":0.5,\"memory\":256}"},
+	     "{\"cpu\":0.5,\"memory\":256,\"image\":\"img:2\",\"port\":3000}"},
+	    /* Unset members leave the spec's fields alone; a repeated field
+	     * the struct sets is sent once. */
+	    {{.id = "a",
+	      .spec_json = "{\"id\":\"b\",\"id\":\"c\",\"idleTimeoutSeconds\":7,"
+			   "\"timeoutSeconds\":9,\"image\":\"i\",\"port\":1}"},
+	     "{\"idleTimeoutSeconds\":7,\"timeoutSeconds\":9,\"image\":\"i\","
+	     "\"port\":1,\"id\":\"a\"}"},
+	    {{.pool = "p", .send_timeout = true, .timeout_s = 3600, .spec_json = "{}"},
+	     "{\"pool\":\"p\",\"timeoutSeconds\":3600}"},
+	    {{.pool = "p", .spec_json = "[1]"}, NULL},
+	    {{.pool = "p", .spec_json = "\"str\""}, NULL},
+	    {{.pool = "p", .spec_json = "{\"a\":"}, NULL},
+	    {{.pool = "p", .spec_json = ""}, NULL},
+	    {{.pool = "p", .spec_json = "null"}, NULL},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		char *s = (char *)"unset";
+		enum backend_status st = backend_json_create_request(&cases[i].req, &s);
+
+		if (!cases[i].want) {
+			CHECK_ST(st, BACKEND_BAD_REQUEST);
+			CHECK(s == NULL);
+			continue;
+		}
+		CHECK_ST(st, BACKEND_OK);
+		CHECK(s && strcmp(s, cases[i].want) == 0);
+		if (s && strcmp(s, cases[i].want) != 0)
+			printf("case %zu: got %s\n", i, s);
+		free(s);
+	}
+}
+
+/* Pools: the list and one pool; absent fields, malformed entries. */
+static void pools(void)
+{
+	struct backend_pool_list l;
+	static const char *const bad[] = {
+	    "{\"pools\":null}", "{}", "[]", "not json", "{\"pools\":{}}",
+	};
+	static const char *const bad_one[] = {
+	    "{\"image\":\"x\"}",
+	    "{\"id\":\"\"}",
+	    "{\"id\":\"a/b\"}",
+	    "{\"id\":5}",
+	    "{\"id\":\"p\",\"size\":-1}",
+	    "{\"id\":\"p\",\"warm\":1.5}",
+	    "{\"id\":\"p\",\"claimed\":\"1\"}",
+	    "{\"id\":\"p\",\"image\":7}",
+	    "[{\"id\":\"p\"}]",
+	};
+
+	CHECK_ST(backend_json_pool_list(
+		     S("{\"pools\":[{\"id\":\"py\",\"image\":\"python:3.12-slim\","
+		       "\"size\":4,\"warm\":4,\"claimed\":1},"
+		       "{\"id\":\"bare\",\"image\":null,\"size\":null},"
+		       "{\"id\":\"bad\",\"size\":\"four\"},{\"image\":\"x\"},7,"
+		       "{\"id\":\"ctl\\n\"},{\"id\":\"node\",\"image\":\"\","
+		       "\"size\":0,\"extra\":[1]}]}"),
+		     &l),
+		 BACKEND_OK);
+	CHECK(l.count == 3 && l.dropped == 4);
+	if (l.count == 3) {
+		CHECK(strcmp(l.items[0].id, "py") == 0 && l.items[0].image &&
+		      strcmp(l.items[0].image, "python:3.12-slim") == 0 &&
+		      l.items[0].size == 4 && l.items[0].warm == 4 &&
+		      l.items[0].claimed == 1);
+		CHECK(strcmp(l.items[1].id, "bare") == 0 && l.items[1].image == NULL &&
+		      l.items[1].size == -1 && l.items[1].warm == -1 &&
+		      l.items[1].claimed == -1);
+		CHECK(strcmp(l.items[2].id, "node") == 0 && l.items[2].image == NULL &&
+		      l.items[2].size == 0);
+	}
+	backend_pool_list_clear(&l);
+	CHECK(l.items == NULL && l.count == 0);
+	CHECK_ST(backend_json_pool_list(S("{\"pools\":[]}"), &l), BACKEND_OK);
+	CHECK(l.count == 0 && l.dropped == 0);
+	backend_pool_list_clear(&l);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		CHECK_ST(backend_json_pool_list(bad[i], strlen(bad[i]), &l),
+			 BACKEND_BAD_ANSWER);
+		CHECK(l.items == NULL && l.count == 0);
+	}
+	CHECK_ST(backend_json_pool_list(NULL, 0, &l), BACKEND_BAD_ANSWER);
+
+	CHECK_ST(backend_json_pool(S("{\"id\":\"py\",\"image\":\"python:3.12-slim\","
+				     "\"size\":4,\"warm\":3,\"claimed\":1}"),
+				   &l),
+		 BACKEND_OK);
+	CHECK(l.count == 1 && l.dropped == 0 && strcmp(l.items[0].id, "py") == 0 &&
+	      l.items[0].warm == 3);
+	backend_pool_list_clear(&l);
+	for (size_t i = 0; i < sizeof(bad_one) / sizeof(*bad_one); i++) {
+		CHECK_ST(backend_json_pool(bad_one[i], strlen(bad_one[i]), &l),
+			 BACKEND_BAD_ANSWER);
+		CHECK(l.items == NULL && l.count == 0);
+	}
+	CHECK(backend_pool_id_valid("python-3.12_slim"));
+	CHECK(!backend_pool_id_valid("") && !backend_pool_id_valid("a/b") &&
+	      !backend_pool_id_valid("a\tb") && !backend_pool_id_valid(NULL));
 }
 
 int main(void)
@@ -309,5 +444,7 @@ int main(void)
 	listings();
 	sandboxes();
 	errors_and_requests();
+	create_specs();
+	pools();
 	return check_done("test_json");
 }

@@ -138,6 +138,120 @@ static void lost_create(void)
 	CHECK_ST(backend_orch_delete(b, &o, "garbled", &e), BACKEND_OK);
 }
 
+/* The saved record of a sandbox (ROOT/ID/sandbox.json): what the local
+ * orchestrator took from the create body. */
+static cJSON *record(const char *id)
+{
+	char path[512], text[8192];
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "%s/root/%s/sandbox.json", orch.dir, id);
+	f = fopen(path, "r");
+	if (!f)
+		return NULL;
+	n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	return cJSON_Parse(text);
+}
+
+static double record_number(const cJSON *rec, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, name);
+
+	return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+/* A create spec reaches the orchestrator merged with the struct's members. */
+static void create_spec(void)
+{
+	struct backend_orchestrator o = {orch.url, orch.token};
+	struct backend_create_request req = {
+	    .id = "spec",
+	    .pool = "default",
+	    .idle_timeout_s = 900,
+	    .send_timeout = true,
+	    .timeout_s = 120,
+	    .spec_json = "{\"id\":\"other\",\"image\":\"x:1\",\"port\":80,"
+			 "\"environment\":{\"SPEC_VAR\":\"from-spec\"},"
+			 "\"timeoutSeconds\":5,\"idleTimeoutSeconds\":6}"};
+	struct backend_sandbox s;
+	struct backend_exec_result r;
+	struct backend_error e;
+	const cJSON *env;
+	cJSON *rec;
+
+	CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_OK);
+	CHECK(s.id && strcmp(s.id, "spec") == 0 && s.pool &&
+	      strcmp(s.pool, "default") == 0 && s.image == NULL);
+	rec = record("spec");
+	CHECK(rec != NULL);
+	env = cJSON_GetObjectItemCaseSensitive(rec, "environment");
+	CHECK(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(env, "SPEC_VAR")) &&
+	      strcmp(cJSON_GetObjectItemCaseSensitive(env, "SPEC_VAR")->valuestring,
+		     "from-spec") == 0);
+	CHECK(record_number(rec, "timeoutSeconds") == 120);
+	CHECK(record_number(rec, "idleTimeoutSeconds") == 900);
+	cJSON_Delete(rec);
+	if (s.url) {
+		CHECK_ST(backend_execute(b, s.url, "echo \"$SPEC_VAR\"", 30, &r, &e),
+			 BACKEND_OK);
+		CHECK(r.out && strcmp(r.out, "from-spec\n") == 0);
+		backend_exec_result_clear(&r);
+	}
+	backend_sandbox_clear(&s);
+	CHECK_ST(backend_orch_delete(b, &o, "spec", &e), BACKEND_OK);
+
+	/* The spec alone: its pool, its id, its bounds. */
+	req = (struct backend_create_request){
+	    .spec_json = "{\"pool\":\"default\",\"id\":\"spec-only\","
+			 "\"timeoutSeconds\":0,\"idleTimeoutSeconds\":60}"};
+	CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_OK);
+	CHECK(s.id && strcmp(s.id, "spec-only") == 0);
+	backend_sandbox_clear(&s);
+	rec = record("spec-only");
+	CHECK(record_number(rec, "timeoutSeconds") == 0 &&
+	      record_number(rec, "idleTimeoutSeconds") == 60);
+	cJSON_Delete(rec);
+	CHECK_ST(backend_orch_delete(b, &o, "spec-only", &e), BACKEND_OK);
+
+	/* An unknown field: the orchestrator's 400, its message, EINVAL. */
+	req = (struct backend_create_request){
+	    .id = "spec-bad", .pool = "default", .spec_json = "{\"gpuCount\":1}"};
+	CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_INVALID);
+	CHECK(e.http_status == 400 &&
+	      backend_errno(e.status, BACKEND_OP_CREATE) == EINVAL);
+	CHECK(strstr(e.message, "gpuCount") != NULL);
+	check_no_secret(&e, orch.url, orch.port, orch.token);
+	/* An out-of-range bound the orchestrator refuses too. */
+	req.spec_json = "{\"timeoutSeconds\":7200}";
+	CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_INVALID);
+	CHECK(strstr(e.message, "timeoutSeconds") != NULL);
+	CHECK_ST(backend_orch_get(b, &o, "spec-bad", &s, &e), BACKEND_NOT_FOUND);
+
+	/* Refused before sending: not an object, a bound out of range,
+	 * neither pool nor image nor spec. */
+	{
+		long creates = admin_stat(orch.url, "creates");
+
+		req.spec_json = "[\"environment\"]";
+		CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_BAD_REQUEST);
+		req.spec_json = "{\"environment\":";
+		CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_BAD_REQUEST);
+		req.spec_json = NULL;
+		req.send_timeout = true;
+		req.timeout_s = 3601;
+		CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_BAD_REQUEST);
+		req.timeout_s = -1;
+		CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_BAD_REQUEST);
+		req.send_timeout = false;
+		req.pool = NULL;
+		CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_BAD_REQUEST);
+		CHECK(admin_stat(orch.url, "creates") == creates);
+	}
+}
+
 #define HEAD(code)                                                                       \
 	"HTTP/1.1 " code "\r\nConnection: close\r\nContent-Type: application/json\r\n"
 
@@ -149,6 +263,100 @@ static const char *answer(const char *status, const char *body)
 	snprintf(buf, sizeof(buf), HEAD("%s") "Content-Length: %zu\r\n\r\n%s", status,
 		 strlen(body), body);
 	return buf;
+}
+
+/* The exact body sent, as a server receives it. */
+static void create_body(struct canned *c, const struct backend_orchestrator *o)
+{
+	struct backend_create_request req = {
+	    .id = "x",
+	    .image = "img:2",
+	    .port = 3000,
+	    .send_timeout = true,
+	    .timeout_s = 0,
+	    .spec_json = "{\"pool\":\"py\",\"environment\":{\"K\":\"v\"},"
+			 "\"ports\":[8080],\"cpu\":1.5,\"timeoutSeconds\":30}"};
+	struct backend_sandbox s;
+	struct backend_error e;
+	char *body;
+
+	canned_set(c, answer("201 Created", "{\"id\":\"x\",\"status\":\"ready\"}"));
+	CHECK_ST(backend_orch_create(b, o, &req, &s, &e), BACKEND_OK);
+	backend_sandbox_clear(&s);
+	body = canned_last_body(c);
+	CHECK(body && strcmp(body, "{\"environment\":{\"K\":\"v\"},\"ports\":[8080],"
+				   "\"cpu\":1.5,\"id\":\"x\",\"image\":\"img:2\","
+				   "\"port\":3000,\"timeoutSeconds\":0}") == 0);
+	if (body)
+		printf("create body: %s\n", body);
+	free(body);
+}
+
+/* Pools, from the local orchestrator (which gives ids and its own live
+ * counts, none of the upstream's counts) and from canned answers. */
+static void pools_local(void)
+{
+	struct backend_orchestrator o = {orch.url, orch.token};
+	struct backend_pool_list l;
+	struct backend_error e;
+	struct backend_stats before, after;
+	bool def = false, tiny = false;
+
+	backend_get_stats(b, &before);
+	CHECK_ST(backend_orch_pools(b, &o, NULL, &l, &e), BACKEND_OK);
+	for (size_t i = 0; i < l.count; i++) {
+		def |= strcmp(l.items[i].id, "default") == 0;
+		tiny |= strcmp(l.items[i].id, "tiny") == 0;
+		CHECK(l.items[i].size == -1 && l.items[i].image == NULL);
+	}
+	CHECK(def && tiny && l.count == 2 && l.dropped == 0);
+	backend_pool_list_clear(&l);
+	CHECK_ST(backend_orch_pools(b, &o, "tiny", &l, &e), BACKEND_OK);
+	CHECK(l.count == 1 && strcmp(l.items[0].id, "tiny") == 0);
+	backend_pool_list_clear(&l);
+	CHECK_ST(backend_orch_pools(b, &o, "no-such-pool", &l, &e), BACKEND_NOT_FOUND);
+	CHECK(e.http_status == 404 && l.count == 0 && l.items == NULL);
+	CHECK(backend_errno(e.status, BACKEND_OP_SANDBOX) == ENOENT);
+	/* Encoded on the wire: a name with a space is still one segment. */
+	CHECK_ST(backend_orch_pools(b, &o, "no such pool", &l, &e), BACKEND_NOT_FOUND);
+	CHECK_ST(backend_orch_pools(b, &o, "../sandbox", &l, &e), BACKEND_BAD_REQUEST);
+	CHECK_ST(backend_orch_pools(b, &o, "", &l, &e), BACKEND_BAD_REQUEST);
+	o.token = "wrong-token";
+	CHECK_ST(backend_orch_pools(b, &o, NULL, &l, &e), BACKEND_DENIED);
+	check_no_secret(&e, orch.url, orch.port, "wrong-token");
+	backend_get_stats(b, &after);
+	CHECK(after.requests[BACKEND_OP_SANDBOX] - before.requests[BACKEND_OP_SANDBOX] ==
+	      7);
+	CHECK(after.errors - before.errors == 5);
+}
+
+static void pools_canned(struct canned *c, const struct backend_orchestrator *o)
+{
+	struct backend_pool_list l;
+	struct backend_error e;
+
+	canned_set(c, answer("200 OK",
+			     "{\"pools\":[{\"id\":\"py\",\"image\":\"python:3.12-slim\","
+			     "\"size\":4,\"warm\":4,\"claimed\":1},{\"id\":9}]}"));
+	CHECK_ST(backend_orch_pools(b, o, NULL, &l, &e), BACKEND_OK);
+	CHECK(l.count == 1 && l.dropped == 1 && strcmp(l.items[0].id, "py") == 0 &&
+	      strcmp(l.items[0].image, "python:3.12-slim") == 0 && l.items[0].size == 4 &&
+	      l.items[0].warm == 4 && l.items[0].claimed == 1);
+	backend_pool_list_clear(&l);
+	canned_set(c, answer("200 OK", "{\"id\":\"py\",\"size\":2,\"warm\":0}"));
+	CHECK_ST(backend_orch_pools(b, o, "py", &l, &e), BACKEND_OK);
+	CHECK(l.count == 1 && l.items[0].size == 2 && l.items[0].warm == 0 &&
+	      l.items[0].claimed == -1);
+	backend_pool_list_clear(&l);
+	/* About another pool; malformed; not an object. */
+	CHECK_ST(backend_orch_pools(b, o, "node", &l, &e), BACKEND_BAD_ANSWER);
+	CHECK(l.items == NULL && l.count == 0);
+	canned_set(c, answer("200 OK", "{\"id\":\"py\",\"size\":-2}"));
+	CHECK_ST(backend_orch_pools(b, o, "py", &l, &e), BACKEND_BAD_ANSWER);
+	canned_set(c, answer("200 OK", "{\"pools\":7}"));
+	CHECK_ST(backend_orch_pools(b, o, NULL, &l, &e), BACKEND_BAD_ANSWER);
+	CHECK(strcmp(e.message, "pool list does not parse") == 0);
+	check_no_secret(&e, c->url, c->port, o->token);
 }
 
 static void canned_answers(void)
@@ -164,6 +372,8 @@ static void canned_answers(void)
 	canned_start(&c);
 	o.base_url = c.url;
 	o.token = token;
+	create_body(&c, &o);
+	pools_canned(&c, &o);
 
 	canned_set(&c, answer("429 Too Many Requests", "{\"error\":\"pool exhausted\"}"));
 	CHECK_ST(backend_orch_create(b, &o, &req, &s, &e), BACKEND_EXHAUSTED);
@@ -231,6 +441,8 @@ int main(int argc, char **argv)
 	b = backend_new(NULL);
 	lifecycle();
 	lost_create();
+	create_spec();
+	pools_local();
 	canned_answers();
 	backend_free(b);
 	server_stop(&orch);

@@ -127,6 +127,31 @@ expect 0 "delete" -- "$ctl" --token-file "$tmp/token" delete box1
 expect 3 "delete again" -- "$ctl" --token-file "$tmp/token" delete box1
 expect 3 "info gone" -- "$ctl" --token-file "$tmp/token" info box1
 expect 2 "bad id" -- "$ctl" --token-file "$tmp/token" create 'Bad_Id'
+# A create spec, and the request bound over it.
+expect 0 "create with a spec" -- "$ctl" --token-file "$tmp/token" create specbox \
+	--spec '{"environment":{"SPEC_VAR":"from-spec"},"timeoutSeconds":5}' \
+	--request-timeout 120 --idle 600 --save-url "$tmp/specbox.url"
+check "the spec's environment is set" \
+	sh -c '"$1" --url-file "$2" exec "echo \$SPEC_VAR" | grep -qx from-spec' _ "$ctl" "$tmp/specbox.url"
+check "the request bound wins" grep -Eq '"timeoutSeconds":[[:space:]]*120,?$' "$tmp/o/root/specbox/sandbox.json"
+expect 0 "create from a spec's pool" -- "$ctl" --token-file "$tmp/token" create specpool \
+	--spec '{"pool":"default"}'
+expect 1 "a spec's unknown field" -- "$ctl" --token-file "$tmp/token" create specbad \
+	--spec '{"gpuCount":1}'
+check "the orchestrator names the field" grep -q 'gpuCount' "$tmp/err"
+expect 2 "a spec that is not an object" -- "$ctl" --token-file "$tmp/token" create specbad \
+	--spec '[1]'
+expect 2 "a request bound out of range" -- "$ctl" --token-file "$tmp/token" create specbad \
+	--request-timeout 3601
+expect 0 "delete the spec's sandboxes" -- "$ctl" --token-file "$tmp/token" delete specbox
+expect 0 "delete the spec pool's sandbox" -- "$ctl" --token-file "$tmp/token" delete specpool
+# Pools.
+expect 0 "pools" -- "$ctl" --token-file "$tmp/token" pools
+check "pools lists default" grep -q '^default - - - -$' "$tmp/out"
+expect 0 "one pool" -- "$ctl" --token-file "$tmp/token" pools default
+check "one pool, one line" test "$(wc -l <"$tmp/out")" -eq 1
+expect 3 "an unknown pool" -- "$ctl" --token-file "$tmp/token" pools no-such-pool
+expect 2 "pools takes one id" -- "$ctl" --token-file "$tmp/token" pools a b
 
 # --- an orchestrator and its sandboxes on Unix sockets --------------------
 mkdir -p "$tmp/u"

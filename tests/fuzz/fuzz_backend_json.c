@@ -1,7 +1,8 @@
 /*
  * fuzz_backend_json.c — libFuzzer harness for the backend's JSON decoders:
  * the execute answer, the directory listing, one sandbox status, the
- * sandbox list and the error message. The first byte picks the decoder;
+ * sandbox list, and (together) the error message, the health answer and
+ * the pools. The first byte picks the decoder;
  * every decoder must return without crashing or leaking, and what it
  * accepts must hold its invariants.
  */
@@ -95,11 +96,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	}
 	default: {
+		/* The small decoders share the last selector, so that the
+		 * committed seeds keep the decoder they were made for. */
 		char msg[64];
+		struct backend_pool_list l;
 
 		if (backend_json_error_message(buf, len, msg, sizeof(msg)))
 			check(strlen(msg) < sizeof(msg));
 		(void)backend_json_health(buf, len);
+		if (backend_json_pool_list(buf, len, &l) == BACKEND_OK) {
+			for (size_t i = 0; i < l.count; i++)
+				check(backend_pool_id_valid(l.items[i].id) &&
+				      l.items[i].size >= -1 && l.items[i].warm >= -1 &&
+				      l.items[i].claimed >= -1 &&
+				      (!l.items[i].image || *l.items[i].image));
+			backend_pool_list_clear(&l);
+		}
+		if (backend_json_pool(buf, len, &l) == BACKEND_OK) {
+			check(l.count == 1 && backend_pool_id_valid(l.items[0].id));
+			backend_pool_list_clear(&l);
+		}
 		break;
 	}
 	}
