@@ -22,7 +22,7 @@ bool faults_any(const struct faults *f)
 {
 	return f->lose_answer || f->drop_before || f->error_rate > 0 || f->delay_ms > 0 ||
 	       f->malformed_json || f->hostile_listing || f->truncate_answer ||
-	       f->body_rate_kbps > 0;
+	       f->body_rate_kbps > 0 || f->create_lose_answer || f->hide_new_ms > 0;
 }
 
 const char *faults_from_json(struct faults *out, const cJSON *obj)
@@ -47,6 +47,8 @@ const char *faults_from_json(struct faults *out, const cJSON *obj)
 			flag = &f.hostile_listing;
 		else if (strcmp(k, "truncate_answer") == 0)
 			flag = &f.truncate_answer;
+		else if (strcmp(k, "create_lose_answer") == 0)
+			flag = &f.create_lose_answer;
 		if (flag) {
 			if (!cJSON_IsBool(it))
 				return "fault switches must be booleans";
@@ -61,10 +63,16 @@ const char *faults_from_json(struct faults *out, const cJSON *obj)
 			    it->valuedouble > 3600000)
 				return "delay_ms must be a number from 0 to 3600000";
 			f.delay_ms = (long)it->valuedouble;
+		} else if (strcmp(k, "hide_new_ms") == 0) {
+			if (!cJSON_IsNumber(it) || it->valuedouble < 0 ||
+			    it->valuedouble > 3600000)
+				return "hide_new_ms must be a number from 0 to 3600000";
+			f.hide_new_ms = (long)it->valuedouble;
 		} else if (strcmp(k, "body_rate_kbps") == 0) {
 			if (!cJSON_IsNumber(it) || it->valuedouble < 0 ||
 			    it->valuedouble > 1048576)
-				return "body_rate_kbps must be a number from 0 to 1048576";
+				return "body_rate_kbps must be a number from 0 to "
+				       "1048576";
 			f.body_rate_kbps = (long)it->valuedouble;
 		} else if (strcmp(k, "routes") == 0) {
 			const char *e;
@@ -97,7 +105,8 @@ const char *faults_set(struct faults *f, const char *setting)
 
 	if (strcmp(name, "lose_answer") == 0 || strcmp(name, "drop_before") == 0 ||
 	    strcmp(name, "malformed_json") == 0 || strcmp(name, "hostile_listing") == 0 ||
-	    strcmp(name, "truncate_answer") == 0) {
+	    strcmp(name, "truncate_answer") == 0 ||
+	    strcmp(name, "create_lose_answer") == 0) {
 		bool v = true;
 
 		if (val) {
@@ -116,6 +125,8 @@ const char *faults_set(struct faults *f, const char *setting)
 			f->malformed_json = v;
 		else if (name[0] == 't')
 			f->truncate_answer = v;
+		else if (name[0] == 'c')
+			f->create_lose_answer = v;
 		else
 			f->hostile_listing = v;
 		return NULL;
@@ -134,6 +145,14 @@ const char *faults_set(struct faults *f, const char *setting)
 		if (!val || *end || end == val || l < 0 || l > 3600000)
 			return "delay_ms must be a number of milliseconds";
 		f->delay_ms = l;
+		return NULL;
+	}
+	if (strcmp(name, "hide_new_ms") == 0) {
+		long l = val ? strtol(val, &end, 10) : -1;
+
+		if (!val || *end || end == val || l < 0 || l > 3600000)
+			return "hide_new_ms must be a number of milliseconds";
+		f->hide_new_ms = l;
 		return NULL;
 	}
 	if (strcmp(name, "body_rate_kbps") == 0) {
@@ -164,6 +183,8 @@ cJSON *faults_to_json(const struct faults *f)
 	cJSON_AddBoolToObject(o, "hostile_listing", f->hostile_listing);
 	cJSON_AddBoolToObject(o, "truncate_answer", f->truncate_answer);
 	cJSON_AddNumberToObject(o, "body_rate_kbps", (double)f->body_rate_kbps);
+	cJSON_AddBoolToObject(o, "create_lose_answer", f->create_lose_answer);
+	cJSON_AddNumberToObject(o, "hide_new_ms", (double)f->hide_new_ms);
 	cJSON_AddStringToObject(o, "routes", route_names[f->routes]);
 	return o;
 }

@@ -29,6 +29,9 @@ struct faults {
 	bool hostile_listing; /* listings carry invalid entries too */
 	bool truncate_answer; /* announce the whole body, send half, close */
 	long body_rate_kbps;  /* send file bodies at this many KiB/s (0: full speed) */
+	/* The orchestrator's: */
+	bool create_lose_answer; /* create, then close without answering */
+	long hide_new_ms;	 /* GETs show no sandbox for this long after its create */
 	enum fault_routes routes;
 };
 

@@ -63,11 +63,22 @@ static void usage(FILE *out)
 	    "                       orchestrator's /_admin/faults sets every sandbox's\n"
 	    "  --fault NAME[=VALUE] switch a fault on from the start (repeatable):\n"
 	    "                       lose_answer, drop_before, malformed_json,\n"
-	    "                       hostile_listing, truncate_answer (true|false,\n"
-	    "                       default true),\n"
-	    "                       error_rate=0..1, delay_ms=N,\n"
+	    "                       hostile_listing, truncate_answer,\n"
+	    "                       create_lose_answer (true|false, default true),\n"
+	    "                       error_rate=0..1, delay_ms=N, hide_new_ms=N,\n"
 	    "                       body_rate_kbps=N (file bodies at N KiB/s),\n"
 	    "                       routes=all|execute|files|orchestrator\n"
+	    "  --sandbox-timeout S  the per-request bound, in seconds (0: none): a\n"
+	    "                       request to a sandbox (/execute, /files, /healthz)\n"
+	    "                       still unanswered S seconds after it began is\n"
+	    "                       answered 504 {\"error\": \"request exceeded the\n"
+	    "                       sandbox's timeoutSeconds (S s)\"}, as an\n"
+	    "                       orchestrator's proxy does; the command goes on to\n"
+	    "                       its own end and its seat stays busy (409) until\n"
+	    "                       then. Alone: the bound of this server (default 0).\n"
+	    "                       With --orchestrator: the timeoutSeconds of a\n"
+	    "                       create that gives none (default 300); each\n"
+	    "                       sandbox is bounded by its create's value\n"
 	    "  --help, --version\n"
 	    "\n"
 	    "Orchestrator mode:\n"
@@ -77,13 +88,22 @@ static void usage(FILE *out)
 	    "                       token read from PATH (first line)\n"
 	    "  --pool NAME[:MAX]    a pool, at most MAX live sandboxes (then 429)\n"
 	    "                       (repeatable; default: one pool 'default')\n"
+	    "  --image-start-ms N   an image (poolless) create's cold start: the\n"
+	    "                       sandbox is listed as \"creating\", without url,\n"
+	    "                       for N ms before it serves and the create answers\n"
+	    "                       201 (default 1000; pool creates are immediate)\n"
 	    "  --machinery          new workspaces hold what a real orchestrator's\n"
 	    "                       agent leaves in the root: .pool/, .sandbox-agent,\n"
 	    "                       .pool-exec.fifo, .pool-shim.log\n"
-	    "A create's environment is given to the sandbox's commands and\n"
-	    "idleTimeoutSeconds tears it down after that long without a request;\n"
-	    "image, cpu and memory are recorded and shown; timeoutSeconds, ports,\n"
-	    "artifacts, command, runtimeClass and volumes are checked and ignored.\n"
+	    "A create's environment is given to the sandbox's commands,\n"
+	    "idleTimeoutSeconds tears it down after that long without a request and\n"
+	    "timeoutSeconds (0..3600) bounds each request to its URL (see\n"
+	    "--sandbox-timeout); image, cpu (a number) and memory (an integer) are\n"
+	    "recorded and shown; ports, artifacts, command, runtimeClass and volumes\n"
+	    "are checked and ignored. Pools are listed as {\"id\", \"image\": "
+	    "\"local\",\n"
+	    "\"size\" (MAX, else the live count), \"warm\" (free seats), \"claimed\"\n"
+	    "(live sandboxes)}.\n"
 	    "\n"
 	    "Faults (JSON of /_admin/faults; POST replaces the whole set):\n"
 	    "  lose_answer          do the work, then close without answering\n"
@@ -97,9 +117,18 @@ static void usage(FILE *out)
 	    "  truncate_answer      answers announce their whole length, send half\n"
 	    "                       of it, then close the connection (after the work)\n"
 	    "  routes               the routes they apply to (never /_admin/)\n"
+	    "  create_lose_answer   orchestrator: a create is done (the sandbox is\n"
+	    "                       live), then the connection is closed unanswered\n"
+	    "  hide_new_ms          orchestrator: for N ms after a sandbox was\n"
+	    "                       created, GET /v1/sandbox/ID answers 404 and\n"
+	    "                       GET /v1/sandbox omits it (a lagging read model);\n"
+	    "                       a create of its id is still 409, DELETE works\n"
 	    "/_admin/stats counts connections, requests, executes, commands, timeouts,\n"
 	    "busy, puts, gets, lists, deletes, health, creates, destroys, errors,\n"
-	    "faults. /_admin/log lists the last 1000 commands started by /execute.\n");
+	    "faults, bounded (504s past the request bound). /_admin/log lists the\n"
+	    "last 1000 commands started by /execute. The orchestrator's\n"
+	    "GET /_admin/creates is the JSON array of the last 1000 create bodies it\n"
+	    "received (each that parsed as JSON, valid or not), oldest first.\n");
 }
 
 /* Write a line to path (mode 0600) atomically, so a reader never sees a
@@ -181,6 +210,17 @@ static int parse_port(const char *s, uint16_t *port)
 	return 0;
 }
 
+static int parse_long(const char *s, long max, long *out)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	if (!*s || *end || v < 0 || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	enum {
@@ -198,6 +238,8 @@ int main(int argc, char **argv)
 		O_MACHINERY,
 		O_TOKEN_FILE,
 		O_POOL,
+		O_SANDBOX_TIMEOUT,
+		O_IMAGE_START_MS,
 		O_HELP,
 		O_VERSION
 	};
@@ -216,6 +258,8 @@ int main(int argc, char **argv)
 	    {"machinery", no_argument, NULL, O_MACHINERY},
 	    {"token-file", required_argument, NULL, O_TOKEN_FILE},
 	    {"pool", required_argument, NULL, O_POOL},
+	    {"sandbox-timeout", required_argument, NULL, O_SANDBOX_TIMEOUT},
+	    {"image-start-ms", required_argument, NULL, O_IMAGE_START_MS},
 	    {"help", no_argument, NULL, O_HELP},
 	    {"version", no_argument, NULL, O_VERSION},
 	    {NULL, 0, NULL, 0},
@@ -231,6 +275,7 @@ int main(int argc, char **argv)
 	uint16_t port = 3000;
 	bool admin = false, orchestrator = false, machinery = false;
 	struct faults faults = {0};
+	long sandbox_timeout = -1, image_start_ms = 1000;
 	char err[256];
 	int c, sig;
 	sigset_t set;
@@ -311,6 +356,19 @@ int main(int argc, char **argv)
 			pools[npools++] = optarg;
 			break;
 		}
+		case O_SANDBOX_TIMEOUT:
+			if (parse_long(optarg, 3600, &sandbox_timeout)) {
+				common_log("--sandbox-timeout: seconds from 0 to 3600");
+				return 2;
+			}
+			break;
+		case O_IMAGE_START_MS:
+			if (parse_long(optarg, 600000, &image_start_ms)) {
+				common_log(
+				    "--image-start-ms: milliseconds from 0 to 600000");
+				return 2;
+			}
+			break;
 		case O_HELP:
 			usage(stdout);
 			return 0;
@@ -353,6 +411,10 @@ int main(int argc, char **argv)
 		    "--orchestrator\n");
 		return 2;
 	}
+	if (!orchestrator && faults.create_lose_answer) {
+		common_log("--fault create_lose_answer needs --orchestrator");
+		return 2;
+	}
 
 	/* Signals go to the main thread's sigwait; threads inherit the mask,
 	 * commands get a clean one from exec_run. */
@@ -388,6 +450,8 @@ int main(int argc, char **argv)
 		    .shell = shell,
 		    .admin = admin,
 		    .machinery = machinery,
+		    .default_timeout_s = sandbox_timeout >= 0 ? sandbox_timeout : 300,
+		    .image_start_ms = image_start_ms,
 		    .faults = faults,
 		};
 
@@ -409,6 +473,7 @@ int main(int argc, char **argv)
 		    .port = port,
 		    .unix_path = unix_path,
 		    .admin = admin,
+		    .bound_s = sandbox_timeout > 0 ? sandbox_timeout : 0,
 		    .faults = faults,
 		};
 

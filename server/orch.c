@@ -21,42 +21,7 @@
 
 #include "common/files.h"
 
-#define META_NAME     "sandbox.json"
-#define CONTRACT_PORT 3000 /* the reference server's port, for "urls" */
-
-struct box {
-	char id[64];
-	char *pool, *image, *error;
-	int cport;     /* the sandbox's own port, the key of "urls" */
-	uint16_t port; /* where it is served on 127.0.0.1 (TCP mode) */
-	char sock[9];  /* its socket's name in sockdir (Unix mode): 8 hex */
-	const char *status;
-	cJSON *cpu, *memory, *environment; /* as given */
-	long idle_s, timeout_s;
-	long long created;
-	struct sandbox *sb;
-	struct box *next;
-};
-
-struct orch {
-	struct svc svc;
-	pthread_mutex_t lock; /* boxes and sandbox_faults */
-	struct box *boxes;
-	char *root;
-	int rootfd, lockfd;
-	char *sockdir; /* Unix mode: the private directory of every socket */
-	char *token;
-	char **pools;
-	long *pool_max; /* 0: no limit */
-	size_t npools;
-	char *shell;
-	bool admin;
-	bool machinery;
-	struct faults sandbox_faults;
-	pthread_t reaper;
-	bool reaper_started;
-	atomic_bool stopping;
-};
+#include "orch_priv.h"
 
 bool orch_valid_id(const char *s)
 {
@@ -71,12 +36,12 @@ bool orch_valid_id(const char *s)
 	return true;
 }
 
-static struct orch *orch_of(struct req *r)
+struct orch *orch_of(struct req *r)
 {
 	return r->svc->owner;
 }
 
-static struct box *box_find(struct orch *o, const char *id)
+struct box *box_find(struct orch *o, const char *id)
 {
 	for (struct box *b = o->boxes; b; b = b->next)
 		if (!strcmp(b->id, id))
@@ -84,7 +49,7 @@ static struct box *box_find(struct orch *o, const char *id)
 	return NULL;
 }
 
-static void box_unlink(struct orch *o, struct box *b)
+void box_unlink(struct orch *o, struct box *b)
 {
 	for (struct box **pp = &o->boxes; *pp; pp = &(*pp)->next)
 		if (*pp == b) {
@@ -93,7 +58,7 @@ static void box_unlink(struct orch *o, struct box *b)
 		}
 }
 
-static void box_free(struct box *b)
+void box_free(struct box *b)
 {
 	free(b->pool);
 	free(b->image);
@@ -104,12 +69,12 @@ static void box_free(struct box *b)
 	free(b);
 }
 
-static cJSON *dup_or_null(const cJSON *v)
+cJSON *dup_or_null(const cJSON *v)
 {
 	return v ? cJSON_Duplicate(v, true) : cJSON_CreateNull();
 }
 
-static void add_str_or_null(cJSON *o, const char *k, const char *v)
+void add_str_or_null(cJSON *o, const char *k, const char *v)
 {
 	if (v)
 		cJSON_AddStringToObject(o, k, v);
@@ -139,7 +104,7 @@ static char *box_url(const struct orch *o, const struct box *b)
 
 /* A fresh socket name for a box: no live box nor file has it, so an old
  * URL never reaches a new sandbox. Caller holds the lock. */
-static void box_pick_socket(const struct orch *o, struct box *b)
+void box_pick_socket(const struct orch *o, struct box *b)
 {
 	char path[4096];
 	struct stat st;
@@ -167,14 +132,16 @@ static bool socket_name_valid(const char *s)
 	return true;
 }
 
-/* The status object of CONTRACT.md. Caller holds the lock. */
-static cJSON *box_status(const struct orch *o, const struct box *b)
+/* The status object of CONTRACT.md: poolId, image, cpu and memory only
+ * when set, error only when failed. Caller holds the lock. */
+cJSON *box_status(const struct orch *o, const struct box *b)
 {
 	cJSON *j = cJSON_CreateObject(), *urls = cJSON_CreateObject();
 	char key[16], *url = b->sb ? box_url(o, b) : NULL;
 
 	cJSON_AddStringToObject(j, "id", b->id);
-	add_str_or_null(j, "poolId", b->pool);
+	if (b->pool)
+		cJSON_AddStringToObject(j, "poolId", b->pool);
 	cJSON_AddStringToObject(j, "status", b->status);
 	if (url) {
 		snprintf(key, sizeof(key), "%d", b->cport);
@@ -183,16 +150,21 @@ static cJSON *box_status(const struct orch *o, const struct box *b)
 		free(url);
 	}
 	cJSON_AddItemToObject(j, "urls", urls);
-	add_str_or_null(j, "image", b->image);
-	cJSON_AddItemToObject(j, "cpu", dup_or_null(b->cpu));
-	cJSON_AddItemToObject(j, "memory", dup_or_null(b->memory));
-	add_str_or_null(j, "error", b->error);
+	if (b->image)
+		cJSON_AddStringToObject(j, "image", b->image);
+	if (b->cpu)
+		cJSON_AddItemToObject(j, "cpu", cJSON_Duplicate(b->cpu, true));
+	if (b->memory)
+		cJSON_AddItemToObject(j, "memory", cJSON_Duplicate(b->memory, true));
+	cJSON_AddNumberToObject(j, "timeoutSeconds", (double)b->timeout_s);
+	if (b->error && !strcmp(b->status, "failed"))
+		cJSON_AddStringToObject(j, "error", b->error);
 	return j;
 }
 
 /* Write ROOT/ID/sandbox.json atomically (mode 0600: it holds the port or
  * socket, and the URL is a capability). Caller holds the lock. */
-static int box_save(struct orch *o, const struct box *b)
+int box_save(struct orch *o, const struct box *b)
 {
 	cJSON *m = cJSON_CreateObject();
 	char *text;
@@ -231,7 +203,7 @@ out:
 
 /* Serve a box's workspace on its port (port 0: a new ephemeral one), or
  * in Unix mode on its socket. */
-static void box_serve(struct orch *o, struct box *b, uint16_t port)
+void box_serve(struct orch *o, struct box *b, uint16_t port)
 {
 	char ws[4096], err[200];
 	char **env = NULL;
@@ -241,6 +213,7 @@ static void box_serve(struct orch *o, struct box *b, uint16_t port)
 	    .shell = o->shell,
 	    .port = port,
 	    .admin = o->admin,
+	    .bound_s = b->timeout_s,
 	    .faults = o->sandbox_faults,
 	};
 
@@ -281,7 +254,7 @@ static void box_serve(struct orch *o, struct box *b, uint16_t port)
 
 /* What a real orchestrator's agent leaves in the workspace root
  * (CONTRACT.md), for clients that must hide it. */
-static void machinery_create(struct orch *o, const struct box *b)
+void machinery_create(struct orch *o, const struct box *b)
 {
 	char ws[4096];
 	int dfd, fd;
@@ -307,7 +280,7 @@ static void machinery_create(struct orch *o, const struct box *b)
 
 /* Stop serving a box and remove it from disk. The box is no longer in
  * the list. */
-static void box_destroy(struct orch *o, struct box *b)
+void box_destroy(struct orch *o, struct box *b)
 {
 	struct files_error fe;
 
@@ -321,299 +294,6 @@ static void box_destroy(struct orch *o, struct box *b)
 	files_delete(o->rootfd, b->id, &fe);
 	atomic_fetch_add(&o->svc.stats.destroys, 1);
 	box_free(b);
-}
-
-static bool json_is_int(const cJSON *v, double lo, double hi)
-{
-	return cJSON_IsNumber(v) && v->valuedouble >= lo && v->valuedouble <= hi &&
-	       v->valuedouble == (double)(long long)v->valuedouble;
-}
-
-static bool pool_known(struct orch *o, const char *name)
-{
-	for (size_t i = 0; i < o->npools; i++)
-		if (!strcmp(o->pools[i], name))
-			return true;
-	return false;
-}
-
-static long pool_live(struct orch *o, const char *name)
-{
-	long live = 0;
-
-	for (struct box *b = o->boxes; b; b = b->next)
-		live += b->pool && !strcmp(b->pool, name);
-	return live;
-}
-
-/* True when the pool has a size and it is used up. Caller holds the lock. */
-static bool pool_full(struct orch *o, const char *name)
-{
-	for (size_t i = 0; i < o->npools; i++)
-		if (!strcmp(o->pools[i], name))
-			return o->pool_max[i] > 0 && pool_live(o, name) >= o->pool_max[i];
-	return false;
-}
-
-static const char *const create_fields[] = {
-    "pool",
-    "image",
-    "port",
-    "id",
-    "idleTimeoutSeconds",
-    "timeoutSeconds",
-    "environment",
-    "ports",
-    "artifacts",
-    "command",
-    "cpu",
-    "memory",
-    "runtimeClass",
-    "volumes",
-};
-
-/* Check a create body. Returns 0, or an HTTP status with msg set. */
-static int create_check(struct orch *o, const cJSON *in, char *msg, size_t len)
-{
-	const cJSON *it, *pool, *image, *port, *id;
-	bool known;
-
-	if (!cJSON_IsObject(in)) {
-		snprintf(msg, len, "the body must be a JSON object");
-		return 400;
-	}
-	cJSON_ArrayForEach(it, in)
-	{
-		known = false;
-		for (size_t i = 0; i < sizeof(create_fields) / sizeof(*create_fields);
-		     i++)
-			known = known || !strcmp(it->string, create_fields[i]);
-		if (!known) {
-			snprintf(msg, len, "unknown field: %.60s", it->string);
-			return 400;
-		}
-	}
-	pool = cJSON_GetObjectItemCaseSensitive(in, "pool");
-	image = cJSON_GetObjectItemCaseSensitive(in, "image");
-	port = cJSON_GetObjectItemCaseSensitive(in, "port");
-	id = cJSON_GetObjectItemCaseSensitive(in, "id");
-	if (!pool == !image) {
-		snprintf(msg, len, "exactly one of pool or image is required");
-		return 400;
-	}
-	if ((pool && (!cJSON_IsString(pool) || !*pool->valuestring)) ||
-	    (image && (!cJSON_IsString(image) || !*image->valuestring))) {
-		snprintf(msg, len, "pool and image must be non-empty strings");
-		return 400;
-	}
-	if (image && !port) {
-		snprintf(msg, len, "port is required with image");
-		return 400;
-	}
-	if (port && !json_is_int(port, 1, 65535)) {
-		snprintf(msg, len, "port must be an integer from 1 to 65535");
-		return 400;
-	}
-	if (pool) {
-		static const char *const poolless[] = {"cpu", "memory", "runtimeClass",
-						       "volumes"};
-
-		for (size_t i = 0; i < 4; i++)
-			if (cJSON_GetObjectItemCaseSensitive(in, poolless[i])) {
-				snprintf(msg, len,
-					 "%s is only for creates without a pool",
-					 poolless[i]);
-				return 400;
-			}
-	}
-	if (id && (!cJSON_IsString(id) || !orch_valid_id(id->valuestring))) {
-		snprintf(msg, len,
-			 "id must be an RFC 1123 label: lowercase letters, digits and "
-			 "interior "
-			 "hyphens, at most 63 characters");
-		return 400;
-	}
-	it = cJSON_GetObjectItemCaseSensitive(in, "idleTimeoutSeconds");
-	if (it && !json_is_int(it, 0, 1e9)) {
-		snprintf(msg, len, "idleTimeoutSeconds must be an integer >= 0");
-		return 400;
-	}
-	it = cJSON_GetObjectItemCaseSensitive(in, "timeoutSeconds");
-	if (it && !json_is_int(it, 0, 3600)) {
-		snprintf(msg, len, "timeoutSeconds must be an integer from 0 to 3600");
-		return 400;
-	}
-	it = cJSON_GetObjectItemCaseSensitive(in, "environment");
-	if (it) {
-		const cJSON *v;
-		bool ok = cJSON_IsObject(it);
-
-		cJSON_ArrayForEach(v, it) ok =
-		    ok && cJSON_IsString(v) && *v->string && !strchr(v->string, '=');
-		if (!ok) {
-			snprintf(msg, len, "environment must map names to strings");
-			return 400;
-		}
-	}
-	it = cJSON_GetObjectItemCaseSensitive(in, "ports");
-	if (it) {
-		const cJSON *v;
-		bool ok = cJSON_IsArray(it);
-
-		cJSON_ArrayForEach(v, it) ok = ok && json_is_int(v, 1, 65535);
-		if (!ok) {
-			snprintf(msg, len, "ports must be a list of port numbers");
-			return 400;
-		}
-	}
-	it = cJSON_GetObjectItemCaseSensitive(in, "command");
-	if (it && !cJSON_IsString(it) && !cJSON_IsArray(it)) {
-		snprintf(msg, len, "command must be a string or a list of strings");
-		return 400;
-	}
-	if ((it = cJSON_GetObjectItemCaseSensitive(in, "artifacts")) &&
-	    !cJSON_IsArray(it)) {
-		snprintf(msg, len, "artifacts must be a list");
-		return 400;
-	}
-	if ((it = cJSON_GetObjectItemCaseSensitive(in, "volumes")) &&
-	    !cJSON_IsArray(it)) {
-		snprintf(msg, len, "volumes must be a list");
-		return 400;
-	}
-	if ((it = cJSON_GetObjectItemCaseSensitive(in, "runtimeClass")) &&
-	    !cJSON_IsString(it)) {
-		snprintf(msg, len, "runtimeClass must be a string");
-		return 400;
-	}
-	for (int i = 0; i < 2; i++) {
-		it = cJSON_GetObjectItemCaseSensitive(in, i ? "memory" : "cpu");
-		if (it && !cJSON_IsNumber(it) && !cJSON_IsString(it)) {
-			snprintf(msg, len, "cpu and memory must be numbers or strings");
-			return 400;
-		}
-	}
-	if (pool && !pool_known(o, pool->valuestring)) {
-		snprintf(msg, len, "no such pool");
-		return 404;
-	}
-	return 0;
-}
-
-static enum MHD_Result create_finish(struct req *r)
-{
-	struct orch *o = orch_of(r);
-	cJSON *in = cJSON_ParseWithLength(r->body ? r->body : "", r->len), *st;
-	const cJSON *pool, *image, *id, *it;
-	char msg[200];
-	int status;
-	struct box *b;
-
-	if (!in)
-		return svc_reply_error(r, 400, "the body is not JSON");
-	status = create_check(o, in, msg, sizeof(msg));
-	if (status) {
-		cJSON_Delete(in);
-		return svc_reply_error(r, (unsigned)status, "%s", msg);
-	}
-	pool = cJSON_GetObjectItemCaseSensitive(in, "pool");
-	image = cJSON_GetObjectItemCaseSensitive(in, "image");
-	id = cJSON_GetObjectItemCaseSensitive(in, "id");
-	b = calloc(1, sizeof(*b));
-	if (!b) {
-		cJSON_Delete(in);
-		return svc_reply_error(r, 500, "out of memory");
-	}
-	b->pool = pool ? strdup(pool->valuestring) : NULL;
-	b->image = image ? strdup(image->valuestring) : NULL;
-	it = cJSON_GetObjectItemCaseSensitive(in, "port");
-	b->cport = image ? (int)it->valuedouble : CONTRACT_PORT;
-	b->cpu = (it = cJSON_GetObjectItemCaseSensitive(in, "cpu"))
-		     ? cJSON_Duplicate(it, 1)
-		     : NULL;
-	b->memory = (it = cJSON_GetObjectItemCaseSensitive(in, "memory"))
-			? cJSON_Duplicate(it, 1)
-			: NULL;
-	b->environment = (it = cJSON_GetObjectItemCaseSensitive(in, "environment"))
-			     ? cJSON_Duplicate(it, 1)
-			     : NULL;
-	it = cJSON_GetObjectItemCaseSensitive(in, "idleTimeoutSeconds");
-	b->idle_s = it ? (long)it->valuedouble : 0;
-	it = cJSON_GetObjectItemCaseSensitive(in, "timeoutSeconds");
-	b->timeout_s = it ? (long)it->valuedouble : 300;
-	b->created = (long long)time(NULL);
-	b->status = "creating";
-
-	pthread_mutex_lock(&o->lock);
-	if (id) {
-		snprintf(b->id, sizeof(b->id), "%s", id->valuestring);
-	} else {
-		/* {pool}-{8 hex}; an image create has no pool. */
-		const char *prefix = b->pool ? b->pool : "sandbox";
-
-		do
-			snprintf(b->id, sizeof(b->id), "%.54s-%08x", prefix,
-				 arc4random());
-		while (box_find(o, b->id));
-	}
-	cJSON_Delete(in);
-	if (box_find(o, b->id)) {
-		pthread_mutex_unlock(&o->lock);
-		box_free(b);
-		return svc_reply_error(r, 409, "a sandbox with this id is live");
-	}
-	if (b->pool && pool_full(o, b->pool)) {
-		pthread_mutex_unlock(&o->lock);
-		box_free(b);
-		return svc_reply_error(r, 429, "the pool is exhausted");
-	}
-	/* A directory left by an interrupted delete is not a live sandbox. */
-	struct files_error fe;
-
-	files_delete(o->rootfd, b->id, &fe);
-	if (mkdirat(o->rootfd, b->id, 0700) && errno != EEXIST) {
-		pthread_mutex_unlock(&o->lock);
-		box_free(b);
-		return svc_reply_error(r, 500, "cannot create the sandbox directory");
-	}
-	if (o->sockdir)
-		box_pick_socket(o, b);
-	box_serve(o, b, 0);
-	if (o->machinery && b->sb)
-		machinery_create(o, b);
-	if (box_save(o, b)) {
-		if (b->sb)
-			sandbox_stop(b->sb);
-		b->sb = NULL;
-		files_delete(o->rootfd, b->id, &fe);
-		pthread_mutex_unlock(&o->lock);
-		box_free(b);
-		return svc_reply_error(r, 500, "cannot record the sandbox");
-	}
-	b->next = o->boxes;
-	o->boxes = b;
-	atomic_fetch_add(&o->svc.stats.creates, 1);
-	st = box_status(o, b);
-	pthread_mutex_unlock(&o->lock);
-	return svc_reply_json(r, 201, st);
-}
-
-static cJSON *pools_json(struct orch *o, const char *only)
-{
-	cJSON *arr = cJSON_CreateArray();
-
-	for (size_t i = 0; i < o->npools; i++) {
-		if (only && strcmp(only, o->pools[i]))
-			continue;
-		cJSON *p = cJSON_CreateObject();
-
-		cJSON_AddStringToObject(p, "id", o->pools[i]);
-		cJSON_AddNumberToObject(p, "live", (double)pool_live(o, o->pools[i]));
-		if (o->pool_max[i] > 0)
-			cJSON_AddNumberToObject(p, "max", (double)o->pool_max[i]);
-		cJSON_AddItemToArray(arr, p);
-	}
-	return arr;
 }
 
 static enum MHD_Result orch_finish(struct req *r)
@@ -631,7 +311,8 @@ static enum MHD_Result orch_finish(struct req *r)
 
 		pthread_mutex_lock(&o->lock);
 		for (b = o->boxes; b; b = b->next)
-			cJSON_AddItemToArray(arr, box_status(o, b));
+			if (!box_hidden(r, b))
+				cJSON_AddItemToArray(arr, box_status(o, b));
 		pthread_mutex_unlock(&o->lock);
 		return svc_reply_json(r, 200, res);
 	}
@@ -640,12 +321,17 @@ static enum MHD_Result orch_finish(struct req *r)
 
 		pthread_mutex_lock(&o->lock);
 		b = box_find(o, id);
-		if (!b) {
+		if (!b || (strcmp(m, "DELETE") && box_hidden(r, b))) {
 			pthread_mutex_unlock(&o->lock);
 			return svc_reply_error(r, 404, "no such sandbox");
 		}
 		if (!strcmp(m, "DELETE")) {
 			box_unlink(o, b);
+			if (!strcmp(b->status, "creating")) {
+				b->doomed = true; /* its create removes it */
+				pthread_mutex_unlock(&o->lock);
+				return svc_reply_empty(r, 204);
+			}
 			pthread_mutex_unlock(&o->lock);
 			box_destroy(o, b);
 			return svc_reply_empty(r, 204);
@@ -761,6 +447,7 @@ static const struct svc_ops orch_ops = {
     .begin = orch_begin,
     .finish = orch_finish_any,
     .faults_changed = orch_faults_changed,
+    .admin_finish = orch_admin_finish,
 };
 
 /* Tear down sandboxes idle for longer than their idleTimeoutSeconds. */
@@ -940,6 +627,8 @@ struct orch *orch_start(const struct orch_config *c, char *err, size_t errlen)
 	o->shell = strdup(c->shell ? c->shell : "/bin/sh");
 	o->admin = c->admin;
 	o->machinery = c->machinery;
+	o->default_timeout_s = c->default_timeout_s;
+	o->image_start_ms = c->image_start_ms;
 	o->sandbox_faults = c->faults;
 	o->npools = c->npools;
 	o->pools = calloc(c->npools ? c->npools : 1, sizeof(char *));
@@ -1017,6 +706,7 @@ void orch_stop(struct orch *o)
 	free(o->sockdir);
 	free(o->token);
 	free(o->shell);
+	orch_creates_free(o);
 	pthread_mutex_destroy(&o->lock);
 	free(o);
 }

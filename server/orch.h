@@ -33,10 +33,12 @@ struct orch_config {
 	size_t npools;
 	const char *listen; /* the API's address; sandboxes use 127.0.0.1 */
 	uint16_t port;
-	const char *unix_path; /* Unix mode: the API's socket (absolute) */
-	const char *shell;     /* for the sandboxes' commands */
-	bool admin;	       /* /_admin/ on the API and on every sandbox */
-	bool machinery;	       /* new workspaces hold .pool/, .sandbox-agent, ... */
+	const char *unix_path;	/* Unix mode: the API's socket (absolute) */
+	const char *shell;	/* for the sandboxes' commands */
+	bool admin;		/* /_admin/ on the API and on every sandbox */
+	bool machinery;		/* new workspaces hold .pool/, .sandbox-agent, ... */
+	long default_timeout_s; /* timeoutSeconds of a create that gives none */
+	long image_start_ms;	/* an image create is "creating" this long */
 	struct faults faults;
 };
 

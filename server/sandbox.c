@@ -17,6 +17,7 @@
 
 #include "common/clock.h"
 #include "common/files.h"
+#include "common/log.h"
 
 #define EXECUTE_BODY_LIMIT (8 * 1024 * 1024)
 #define DEFAULT_TIMEOUT_S  60
@@ -464,6 +465,7 @@ struct sandbox *sandbox_start(const struct sandbox_config *c, char *err, size_t 
 	    .unix_path = c->unix_path,
 	    .admin = c->admin,
 	    .faults = c->faults,
+	    .bound_s = c->bound_s,
 	    .ops = &sandbox_ops,
 	    .owner = sb,
 	};
@@ -517,8 +519,11 @@ void sandbox_stop(struct sandbox *sb)
 			exec_kill_tree(pg);
 		usleep(10000);
 	}
-	if (sb->svc.daemon)
-		svc_stop(&sb->svc);
+	if (sb->svc.daemon && !svc_stop(&sb->svc)) {
+		/* A worker still uses it: leave it rather than free it. */
+		common_log("a sandbox's request did not end; its memory is kept");
+		return;
+	}
 	if (sb->wsfd >= 0)
 		close(sb->wsfd);
 	if (sb->envp)

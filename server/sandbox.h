@@ -23,6 +23,7 @@ struct sandbox_config {
 	uint16_t port;	       /* 0: ephemeral */
 	const char *unix_path; /* listen there instead (svc.h), or NULL */
 	bool admin;	       /* serve /_admin/ */
+	long bound_s;	       /* per-request bound (bound.h); 0: none */
 	struct faults faults;
 };
 

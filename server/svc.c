@@ -1,5 +1,6 @@
 /* svc.c — request life cycle, replies, counters and /_admin/ routes. */
 #include "svc.h"
+#include "bound.h"
 #include "unixsock.h"
 
 #include "common/clock.h"
@@ -93,6 +94,8 @@ enum MHD_Result svc_reply(struct req *r, unsigned int status, struct MHD_Respons
 		sleep_ms(r->f.delay_ms);
 	if (status >= 400)
 		atomic_fetch_add(&r->svc->stats.errors, 1);
+	if (r->bound)
+		return bound_capture(r, status, resp);
 	ret = MHD_queue_response(r->conn, status, resp);
 	MHD_destroy_response(resp);
 	return ret;
@@ -149,7 +152,7 @@ static void half_body_free(void *cls)
 }
 
 static struct MHD_Response *half_body_response(char *buf, int fd, uint64_t size,
-						bool half, uint64_t rate)
+					       bool half, uint64_t rate)
 {
 	struct half_body *h = malloc(sizeof(*h));
 	struct MHD_Response *resp;
@@ -182,8 +185,9 @@ enum MHD_Result svc_reply_fd(struct req *r, unsigned int status, int fd, uint64_
 
 	if ((half || slow) && size > 0) {
 		atomic_fetch_add(&r->svc->stats.faults, 1);
-		resp = half_body_response(NULL, fd, size, half,
-					  slow ? (uint64_t)r->f.body_rate_kbps * 1024 : 0);
+		resp =
+		    half_body_response(NULL, fd, size, half,
+				       slow ? (uint64_t)r->f.body_rate_kbps * 1024 : 0);
 	} else {
 		/* MHD sends it with sendfile and closes fd. */
 		resp = MHD_create_response_from_fd64(size, fd);
@@ -305,6 +309,7 @@ static cJSON *stats_json(struct svc *s)
 	STAT(destroys);
 	STAT(errors);
 	STAT(faults);
+	STAT(bounded);
 #undef STAT
 	cJSON_AddNumberToObject(o, "active", atomic_load(&s->active) - 1);
 	return o;
@@ -357,6 +362,8 @@ static enum MHD_Result admin_finish(struct req *r)
 		pthread_mutex_unlock(&s->lock);
 		return svc_reply_json(r, 200, o);
 	}
+	if (s->ops->admin_finish)
+		return s->ops->admin_finish(r, p);
 	return svc_reply_error(r, 404, "no such admin route");
 }
 
@@ -393,7 +400,9 @@ static struct req *req_begin(struct svc *s, struct MHD_Connection *c, const char
 		return NULL;
 	r->svc = s;
 	r->conn = c;
-	r->method = method;
+	r->method_copy = strdup(method);
+	r->method = r->method_copy ? r->method_copy : "";
+	r->start_ms = (long long)common_now_ms();
 	r->limit = 1024 * 1024;
 	r->path = strdup(url);
 	atomic_fetch_add(&s->active, 1);
@@ -485,6 +494,8 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *c, const char
 		return svc_reply_error(r, (unsigned int)r->status, "%s", r->errmsg);
 	if (r->route == ROUTE_ADMIN)
 		return admin_finish(r);
+	if (s->bound_s > 0)
+		return bound_finish(r);
 	return s->ops->finish(r);
 }
 
@@ -496,14 +507,22 @@ static void completed_cb(void *cls, struct MHD_Connection *c, void **con_cls,
 
 	if (!r)
 		return;
-	if (s->ops->cleanup)
-		s->ops->cleanup(r);
-	free(r->body);
-	free(r->path);
+	*con_cls = NULL;
 	atomic_store(&s->last_activity_ms, (long long)common_now_ms());
 	atomic_fetch_sub(&s->active, 1);
+	if (r->bound && !bound_release(r))
+		return; /* its worker frees it */
+	svc_req_free(r);
+}
+
+void svc_req_free(struct req *r)
+{
+	if (r->svc->ops->cleanup)
+		r->svc->ops->cleanup(r);
+	free(r->body);
+	free(r->path);
+	free(r->method_copy);
 	free(r);
-	*con_cls = NULL;
 }
 
 static void connection_cb(void *cls, struct MHD_Connection *c, void **socket_context,
@@ -563,6 +582,7 @@ int svc_start(struct svc *s, const struct svc_config *c, char *err, size_t errle
 	s->owner = c->owner;
 	s->admin = c->admin;
 	s->faults = c->faults;
+	s->bound_s = c->bound_s;
 	pthread_mutex_init(&s->lock, NULL);
 	atomic_store(&s->last_activity_ms, (long long)common_now_ms());
 
@@ -595,11 +615,15 @@ int svc_start(struct svc *s, const struct svc_config *c, char *err, size_t errle
 	return 0;
 }
 
-void svc_stop(struct svc *s)
+bool svc_stop(struct svc *s)
 {
 	if (s->daemon)
 		MHD_stop_daemon(s->daemon);
 	s->daemon = NULL;
+	/* A bounded request's work outlives its answer; a command is killed
+	 * by the sandbox's teardown, a file call ends by itself. */
+	for (int i = 0; i < 3000 && atomic_load(&s->workers) > 0; i++)
+		sleep_ms(10);
 	if (s->unix_path) {
 		struct stat st;
 
@@ -609,8 +633,11 @@ void svc_stop(struct svc *s)
 		free(s->unix_path);
 		s->unix_path = NULL;
 	}
+	if (atomic_load(&s->workers) > 0)
+		return false;
 	for (size_t i = 0; i < s->log_count; i++)
 		free(s->log[(s->log_start + i) % SVC_LOG_MAX]);
 	s->log_count = 0;
 	pthread_mutex_destroy(&s->lock);
+	return true;
 }

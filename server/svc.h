@@ -45,6 +45,8 @@ struct svc_ops {
 	void (*cleanup)(struct req *r);
 	/* After POST /_admin/faults changed this service's faults. */
 	void (*faults_changed)(struct svc *s, const struct faults *f);
+	/* GET /_admin/NAME for a NAME the service adds, or NULL. */
+	enum MHD_Result (*admin_finish)(struct req *r, const char *name);
 };
 
 /* Counters shown by GET /_admin/stats. Requests to /_admin/ are not
@@ -60,6 +62,7 @@ struct svc_stats {
 	atomic_long creates, destroys; /* orchestrator */
 	atomic_long errors;	       /* answers >= 400 */
 	atomic_long faults;	       /* injected faults */
+	atomic_long bounded;	       /* answered 504 past the request bound */
 };
 
 #define SVC_LOG_MAX 1000
@@ -80,6 +83,8 @@ struct svc {
 	size_t log_start, log_count;
 	atomic_llong last_activity_ms; /* monotonic; for idle teardown */
 	atomic_int active;	       /* requests in progress */
+	long bound_s;		       /* per-request bound (bound.h); 0: none */
+	atomic_int workers;	       /* bounded requests' workers running */
 };
 
 struct req {
@@ -93,9 +98,12 @@ struct req {
 	bool stream; /* the body goes to ops->data */
 	char *body;
 	size_t len, cap, limit;
-	struct faults f; /* snapshot when the request began */
-	bool faulted;	 /* f applies to this request */
-	void *ctx;	 /* the service's per-request state */
+	struct faults f;	  /* snapshot when the request began */
+	bool faulted;		  /* f applies to this request */
+	void *ctx;		  /* the service's per-request state */
+	long long start_ms;	  /* monotonic, when the request began */
+	char *method_copy;	  /* r->method, valid after the connection */
+	struct bound_call *bound; /* its worker (bound.h), or NULL */
 };
 
 struct svc_config {
@@ -108,13 +116,21 @@ struct svc_config {
 	/* Listen on this Unix socket (mode 0600) instead of TCP; every
 	 * request from a peer of another uid is refused with 403. */
 	const char *unix_path;
+	/* Answer 504 to a request unanswered this many seconds after it
+	 * began (bound.h); 0: no bound. /_admin/ is never bounded. */
+	long bound_s;
 };
 
 /* Start listening. Returns 0, or -1 with a message in err. */
 int svc_start(struct svc *s, const struct svc_config *c, char *err, size_t errlen);
 
-/* Stop the daemon (waits for the connection threads) and free the log. */
-void svc_stop(struct svc *s);
+/* Stop the daemon (waits for the connection threads and, for a while,
+ * for the workers of bounded requests) and free the log. Returns false
+ * when a worker still runs: the caller must then not free s. */
+bool svc_stop(struct svc *s);
+
+/* Free a request (after ops->cleanup). */
+void svc_req_free(struct req *r);
 
 /* Record an early error; finish() is then skipped and it is answered. */
 void svc_fail(struct req *r, int status, const char *fmt, ...)

@@ -83,10 +83,11 @@ def test_environment_is_given_to_commands(local_orchestrator):
 
 def test_image_create_is_served_as_a_directory_and_records_the_image(local_orchestrator):
     c = local_orchestrator.client()
-    r = c.create(image="example/img:1", port=8080, id="imaged", cpu=2, memory="1Gi")
+    r = c.create(image="example/img:1", port=8080, id="imaged", cpu=2, memory=1024)
     assert r.status == 201
     st = r.json()
-    assert st["image"] == "example/img:1" and st["cpu"] == 2 and st["memory"] == "1Gi"
+    assert st["image"] == "example/img:1" and st["cpu"] == 2 and st["memory"] == 1024
+    assert "poolId" not in st and "error" not in st
     assert list(st["urls"]) == ["8080"]
     assert sbx.Client(st["url"]).healthz().status == 200
 
@@ -122,7 +123,8 @@ def test_pools_come_from_the_pool_flags_and_a_full_pool_is_429(tmp_path):
         assert c.create(pool="default").status == 404
         r = c.create(pool="small")
         assert r.status == 201 and r.json()["id"].startswith("small-")
-        assert c.pool("small").json() == {"id": "small", "live": 1, "max": 2}
+        assert c.pool("small").json() == {"id": "small", "image": "local", "size": 2,
+                                          "warm": 1, "claimed": 1}
         assert c.create(pool="small", id="second").status == 201
         r = c.create(pool="small", id="third")
         assert r.status == 429 and r.json()["error"]

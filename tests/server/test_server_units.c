@@ -74,6 +74,31 @@ static void test_faults(void)
 	CHECK(faults_set(&f, "body_rate_kbps=64") == NULL && f.body_rate_kbps == 64);
 	CHECK(faults_set(&f, "body_rate_kbps=-1") != NULL);
 	CHECK(faults_any(&f));
+	{
+		struct faults g = {0};
+		cJSON *in =
+		    cJSON_Parse("{\"create_lose_answer\": true, \"hide_new_ms\": 500}");
+
+		CHECK(faults_set(&g, "create_lose_answer") == NULL &&
+		      g.create_lose_answer);
+		CHECK(faults_any(&g));
+		CHECK(faults_set(&g, "create_lose_answer=false") == NULL &&
+		      !g.create_lose_answer && !faults_any(&g));
+		CHECK(faults_set(&g, "hide_new_ms=250") == NULL && g.hide_new_ms == 250);
+		CHECK(faults_any(&g));
+		CHECK(faults_set(&g, "hide_new_ms") != NULL);
+		CHECK(faults_set(&g, "hide_new_ms=-3") != NULL);
+		CHECK(faults_from_json(&g, in) == NULL && g.create_lose_answer &&
+		      g.hide_new_ms == 500 && !g.lose_answer);
+		cJSON_Delete(in);
+		in = faults_to_json(&g);
+		CHECK(cJSON_IsTrue(cJSON_GetObjectItem(in, "create_lose_answer")));
+		CHECK(cJSON_GetObjectItem(in, "hide_new_ms")->valuedouble == 500);
+		cJSON_Delete(in);
+		in = cJSON_Parse("{\"hide_new_ms\": \"x\"}");
+		CHECK(faults_from_json(&g, in) != NULL);
+		cJSON_Delete(in);
+	}
 
 	j = cJSON_Parse("{\"hostile_listing\": true, \"routes\": \"orchestrator\"}");
 	CHECK(faults_from_json(&f, j) == NULL);
