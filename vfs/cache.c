@@ -682,3 +682,16 @@ void cache_stats(struct wscache *c, FILE *out)
 	fprintf(out, "cache_versions %" PRIu64 "\n", versions);
 	dir_stats(c, out);
 }
+
+bool workspace_held(struct workspace *ws)
+{
+	if (!ws)
+		return false;
+	struct wscache *c = ws->c;
+	bool held = false;
+	pthread_mutex_lock(&c->lock);
+	for (struct wsfile *f = ws->all; f && !held; f = f->ws_next)
+		held = f->opens > 0 || f->dirty || f->pending;
+	pthread_mutex_unlock(&c->lock);
+	return held;
+}

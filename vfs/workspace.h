@@ -126,6 +126,9 @@ int wscache_restore(struct wscache *c, const struct journal_state *st);
  * kept in DIR") to out; prints nothing when all is well. Returns the
  * number of problems. */
 int wscache_health(struct wscache *c, FILE *out);
+/* True while the mount holds something of ws: an open file, or content
+ * not yet on the server (dirty or pending). Takes the cache lock. */
+bool workspace_held(struct workspace *ws);
 /* Appends "key value" stat lines (cache hits, misses, bytes, ...). */
 void wscache_stats(struct wscache *c, FILE *out);
 
