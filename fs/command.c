@@ -38,6 +38,8 @@ struct fs_job {
 	char *command;
 	char *url;
 	long timeout_s;
+	long bound_s;	   /* the sandbox's request bound, 0 none */
+	uint64_t sent_ms;  /* monotonic, when the request left */
 	bool internal;
 	struct workspace *seat_ws; /* told of the seat, told again when it frees */
 	/* guarded by m->lock */
@@ -213,7 +215,7 @@ static void fs_job_finish(struct fs_job *job, enum backend_status st,
 	struct journal_output out = {0}, errout = {0};
 	enum fs_run_status status;
 	int result = 0;
-	char why[384] = "";
+	char why[640] = "";
 
 	if (st == BACKEND_OK) {
 		int rc = fs_output_store(m, sb->id, job->seq, "stdout",
@@ -248,7 +250,23 @@ static void fs_job_finish(struct fs_job *job, enum backend_status st,
 	} else {
 		bool unknown = st == BACKEND_ANSWER_LOST || st == BACKEND_BAD_ANSWER ||
 			       st == BACKEND_SERVER_ERROR || st == BACKEND_LOCAL;
-		if (unknown) {
+		/* A proxy cuts a request at the sandbox's bound: a 504, or
+		 * a connection closed once the bound has passed. */
+		bool cut = unknown && job->bound_s > 0 &&
+			   (err->http_status == 504 ||
+			    common_now_ms() - job->sent_ms >= (uint64_t)job->bound_s * 1000);
+		if (cut) {
+			r.kind = JOURNAL_EXEC_UNKNOWN;
+			status = FS_RUN_UNKNOWN;
+			result = -EIO;
+			snprintf(why, sizeof(why),
+				 "outcome unknown: the request was cut at the sandbox's "
+				 "request bound (timeoutSeconds %ld s%s); the command "
+				 "may still run there (%s)",
+				 job->bound_s,
+				 job->sb->bound_s > 0 ? "" : ", assumed: not set by this mount",
+				 err->message);
+		} else if (unknown) {
 			r.kind = JOURNAL_EXEC_UNKNOWN;
 			status = FS_RUN_UNKNOWN;
 			result = -EIO;
@@ -346,6 +364,7 @@ static void *fs_job_main(void *arg)
 	memset(&res, 0, sizeof(res));
 	memset(&err, 0, sizeof(err));
 
+	job->sent_ms = common_now_ms();
 	enum backend_status st = backend_execute(m->backend, job->url, job->command,
 						 job->timeout_s, &res, &err);
 	fs_job_finish(job, st, &res, &err);
@@ -467,6 +486,21 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 		pthread_mutex_unlock(&m->lock);
 		goto refuse;
 	}
+	/* A command the orchestrator's proxy would cut is never sent: its
+	 * outcome could only be unknown (DESIGN.md §4, request bounds). */
+	if (fs_timeout_check(sb, fs_sandbox_timeout(m, sb)) < 0) {
+		char why[256];
+		snprintf(why, sizeof(why),
+			 "not sent: the command timeout (%ld s, 0 = none) is not under "
+			 "the sandbox's request bound (%ld s%s); write a smaller one to "
+			 "timeout",
+			 fs_sandbox_timeout(m, sb), fs_sandbox_bound(sb),
+			 sb->bound_s > 0 ? "" : ", assumed");
+		(void)fs_set_str(&sb->last_error, why);
+		pthread_mutex_unlock(&m->lock);
+		refused = -EINVAL;
+		goto refuse;
+	}
 	if (!nested) {
 		if (sb->busy) {
 			pthread_mutex_unlock(&m->lock);
@@ -513,6 +547,7 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	}
 	uint64_t seq = ++sb->last_seq;
 	long timeout_s = fs_sandbox_timeout(m, sb);
+	long bound_s = fs_sandbox_bound(sb);
 	if (!nested)
 		sb->busy_seq = seq;
 	run->seq = seq;
@@ -568,6 +603,7 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	job->command = cmd;
 	job->url = url;
 	job->timeout_s = timeout_s;
+	job->bound_s = bound_s;
 	job->internal = internal;
 	job->seat_ws = seat_ws;
 	job->refs = 2;

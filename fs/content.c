@@ -18,7 +18,7 @@ static const char *const fs_file_names[] = {
     [FS_F_EXIT] = "exit",	[FS_F_STATUS] = "status",   [FS_F_LAST] = "last",
     [FS_F_TIMEOUT] = "timeout", [FS_F_STATE] = "state",	    [FS_F_INFO] = "info",
     [FS_F_COMMAND] = "command", [FS_F_MCTL] = "ctl",	    [FS_F_HEALTH] = "health",
-    [FS_F_STATS] = "stats",	[FS_F_VERSION] = "version",
+    [FS_F_STATS] = "stats",	[FS_F_POOLS] = "pools",	    [FS_F_VERSION] = "version",
 };
 
 const char *fs_file_name(enum fs_file f)
@@ -37,6 +37,7 @@ static const enum fs_file fs_m_files[] = {
     FS_F_MCTL,
     FS_F_HEALTH,
     FS_F_STATS,
+    FS_F_POOLS,
     FS_F_VERSION,
 };
 
@@ -258,6 +259,14 @@ static cJSON *fs_run_json(const struct fs_run *r)
 	return o;
 }
 
+/* "owned", "foreign" or "attached" (DESIGN.md §4, whose sandbox is whose). */
+static const char *fs_sandbox_owner(const struct fs_sandbox *sb)
+{
+	if (sb->attached)
+		return "attached";
+	return sb->foreign ? "foreign" : "owned";
+}
+
 /* lock held; never the URL */
 static cJSON *fs_sandbox_json(struct fs_mount *m, const struct fs_sandbox *sb)
 {
@@ -267,8 +276,22 @@ static cJSON *fs_sandbox_json(struct fs_mount *m, const struct fs_sandbox *sb)
 	if (sb->image)
 		cJSON_AddStringToObject(o, "image", sb->image);
 	cJSON_AddStringToObject(o, "state", fs_sb_state_name(sb->state));
+	cJSON_AddStringToObject(o, "owner", fs_sandbox_owner(sb));
 	cJSON_AddBoolToObject(o, "owned", sb->owned);
 	cJSON_AddBoolToObject(o, "attached", sb->attached);
+	cJSON_AddBoolToObject(o, "foreign", sb->foreign);
+	cJSON *spec = fs_spec_masked(sb->spec);
+	if (spec)
+		cJSON_AddItemToObject(o, "spec", spec);
+	else
+		cJSON_AddNullToObject(o, "spec");
+	if (sb->idle_s > 0)
+		cJSON_AddNumberToObject(o, "idle_timeout", (double)sb->idle_s);
+	else
+		cJSON_AddNullToObject(o, "idle_timeout");
+	/* the proxy's bound on each request: 0 none; assumed when not set here */
+	cJSON_AddNumberToObject(o, "request_bound", (double)fs_sandbox_bound(sb));
+	cJSON_AddBoolToObject(o, "request_bound_assumed", sb->bound_s == 0);
 	fs_json_time(o, "created", sb->created_ms);
 	cJSON_AddNumberToObject(o, "commands_run", (double)sb->commands_run);
 	cJSON_AddNumberToObject(o, "last", (double)fs_sandbox_last(sb));
@@ -373,6 +396,12 @@ static int fs_render_health(struct fs_mount *m, char **buf, size_t *len)
 	problems += (deleting || unknown || unreachable || failed) ? 1 : 0;
 	if (m->wscache)
 		problems += wscache_health(m->wscache, f);
+	pthread_mutex_lock(&m->lock);
+	if (m->last_error[0]) {
+		fprintf(f, "last error: %s\n", m->last_error);
+		problems++;
+	}
+	pthread_mutex_unlock(&m->lock);
 	if (!problems)
 		fputs("ok\n", f);
 	return fs_memstream_done(f, &mb, &ms, buf, len);
@@ -415,12 +444,52 @@ static int fs_render_stats(struct fs_mount *m, char **buf, size_t *len)
 	C(detaches);
 	C(list_refreshes);
 	C(list_errors);
+	C(keepalives);
+	C(keepalive_errors);
 	C(ctl_writes);
 #undef C
 	fprintf(f, "command_threads %d\n", atomic_load(&m->workers));
 	fprintf(f, "journal_bytes %" PRIu64 "\n", journal_size(m->journal));
 	if (m->wscache)
 		wscache_stats(m->wscache, f);
+	return fs_memstream_done(f, &mb, &ms, buf, len);
+}
+
+/* .sandboxfs/pools: one line a pool, "ID size=N warm=N claimed=N", so
+ * that a user sees why a create was refused with EAGAIN (429). */
+static int fs_render_pools(struct fs_mount *m, char **buf, size_t *len)
+{
+	if (!m->have_orch)
+		return fs_strbuf("", buf, len);
+	struct backend_pool_list l = {0};
+	struct backend_error err = {0};
+	enum backend_status st = backend_orch_pools(m->backend, &m->orch, NULL, &l, &err);
+	if (st != BACKEND_OK) {
+		fs_log("pools: %s: %s", backend_status_name(st), err.message);
+		int e = backend_errno(st, BACKEND_OP_SANDBOX);
+		return -(e ? e : EIO);
+	}
+	char *mb = NULL;
+	size_t ms = 0;
+	FILE *f = open_memstream(&mb, &ms);
+	if (!f) {
+		backend_pool_list_clear(&l);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < l.count; i++) {
+		const struct backend_pool *p = &l.items[i];
+		fprintf(f, "%s", p->id);
+		if (p->size >= 0)
+			fprintf(f, " size=%ld", p->size);
+		if (p->warm >= 0)
+			fprintf(f, " warm=%ld", p->warm);
+		if (p->claimed >= 0)
+			fprintf(f, " claimed=%ld", p->claimed);
+		if (p->image)
+			fprintf(f, " image=%s", p->image);
+		fputc('\n', f);
+	}
+	backend_pool_list_clear(&l);
 	return fs_memstream_done(f, &mb, &ms, buf, len);
 }
 
@@ -436,6 +505,8 @@ int fs_render(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *
 			return fs_render_health(m, buf, len);
 		case FS_F_STATS:
 			return fs_render_stats(m, buf, len);
+		case FS_F_POOLS:
+			return fs_render_pools(m, buf, len);
 		case FS_F_VERSION:
 			return fs_strbuf("sandboxfs " SANDBOXFS_VERSION "\n", buf, len);
 		default:
@@ -593,8 +664,7 @@ int fs_xattrs(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *
 		fs_xattr_add(f, "user.sandbox.last", tmp);
 		snprintf(tmp, sizeof(tmp), "%ld", fs_sandbox_timeout(m, sb));
 		fs_xattr_add(f, "user.sandbox.timeout", tmp);
-		fs_xattr_add(f, "user.sandbox.owner",
-			     sb->attached ? "attached" : "owned");
+		fs_xattr_add(f, "user.sandbox.owner", fs_sandbox_owner(sb));
 		if (sb->pool)
 			fs_xattr_add(f, "user.sandbox.pool", sb->pool);
 	} else if (loc->node == FS_N_RUN) {

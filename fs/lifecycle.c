@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -28,7 +29,7 @@ static enum fs_sb_state fs_state_of(enum backend_sandbox_state s)
 	}
 }
 
-static int fs_journal(struct fs_mount *m, const struct journal_record *r)
+int fs_journal(struct fs_mount *m, const struct journal_record *r)
 {
 	int rc = journal_append(m->journal, r, true);
 	if (rc < 0)
@@ -156,18 +157,29 @@ int fs_orch_refresh(struct fs_mount *m, bool force)
 		if (sb && sb->attached && sb->present)
 			continue; /* an attached one with the same id wins */
 		if (!sb) {
+			/* not created by this mount: someone else's */
 			sb = fs_sandbox_add(m, s->id);
 			if (!sb)
 				continue; /* out of memory: shown at the next refresh */
-			sb->owned = true;
+			sb->foreign = true;
 		}
 		if (sb->lifecycle_busy)
 			continue;
 		if (!sb->present) {
-			/* deleted or detached by us earlier, live again */
+			/* deleted, detached or forgotten by us earlier, live
+			 * again: a create of ours that was lost after all, or
+			 * someone else's with the same id */
 			sb->present = true;
-			sb->owned = true;
 			sb->attached = false;
+			sb->owned = sb->lost_create;
+			sb->foreign = !sb->lost_create;
+			sb->lost_create = false;
+			if (sb->foreign) {
+				sb->bound_s = 0;
+				sb->idle_s = 0;
+				fs_set_str(&sb->spec, NULL);
+				sb->journaled = false; /* adopted as foreign */
+			}
 		}
 		sb->listed_ms = start;
 		sb->state = fs_state_of(s->state);
@@ -284,18 +296,23 @@ static int fs_create_settle(struct fs_mount *m, struct fs_sandbox *sb,
 	return res;
 }
 
-/* Reads GET /v1/sandbox/ID after a create whose answer was lost. */
-static int fs_reconcile_one(struct fs_mount *m, struct fs_sandbox *sb)
+/* Reads GET /v1/sandbox/ID after a create whose answer was lost. When
+ * exists (a 409 to our retry said so), a 404 is a read that lags: it is
+ * asked again for a while. */
+static int fs_reconcile_one(struct fs_mount *m, struct fs_sandbox *sb, bool exists)
 {
 	struct backend_sandbox s = {0};
 	struct backend_error err = {0};
 	enum backend_status st = BACKEND_NOT_SENT;
-	for (int attempt = 0; attempt < 3; attempt++) {
+	int attempts = exists ? 8 : 3;
+	for (int attempt = 0; attempt < attempts; attempt++) {
 		st = backend_orch_get(m->backend, &m->orch, sb->id, &s, &err);
-		if (st != BACKEND_NOT_SENT && st != BACKEND_ANSWER_LOST &&
-		    st != BACKEND_SERVER_ERROR)
+		bool again = st == BACKEND_NOT_SENT || st == BACKEND_ANSWER_LOST ||
+			     st == BACKEND_SERVER_ERROR || (exists && st == BACKEND_NOT_FOUND);
+		if (!again || attempt + 1 == attempts)
 			break;
-		usleep((useconds_t)(200000 << attempt));
+		/* 0.2 s doubling to 1.6 s: 9 s in all when it exists */
+		usleep((useconds_t)(200000 << (attempt < 3 ? attempt : 3)));
 	}
 	if (st == BACKEND_OK) {
 		if (s.state == BACKEND_SANDBOX_CREATING)
@@ -305,15 +322,15 @@ static int fs_reconcile_one(struct fs_mount *m, struct fs_sandbox *sb)
 	if (st == BACKEND_OK) {
 		res = fs_create_settle(m, sb, &s, JOURNAL_CREATE_RECONCILED);
 	} else if (st == BACKEND_NOT_FOUND) {
-		/* the create never took effect: it does not exist */
-		struct journal_record r = {.kind = JOURNAL_CREATE_RECONCILED};
-		r.sandbox = sb->id;
-		fs_journal(m, &r);
+		/* A 404 is no proof the create never happened (a read model
+		 * may lag): it stays unknown and shown until rmdir forgets it
+		 * or a listing shows it. */
 		pthread_mutex_lock(&m->lock);
-		sb->state = FS_SB_GONE;
-		sb->present = false;
+		sb->state = FS_SB_UNKNOWN;
 		fs_set_str(&sb->last_error,
-			   "create not confirmed: the orchestrator does not know it");
+			   "create outcome unknown: its answer was lost and the "
+			   "orchestrator does not show it (yet); rmdir forgets it, "
+			   "a later create of this id adopts it when it exists");
 		pthread_mutex_unlock(&m->lock);
 		res = -EIO;
 	} else {
@@ -348,64 +365,106 @@ void fs_reconcile_creates(struct fs_mount *m)
 		struct fs_sandbox *sb = fs_claim_at(m, i, fs_create_unsettled);
 		if (!sb)
 			continue;
-		fs_reconcile_one(m, sb);
+		fs_reconcile_one(m, sb, false);
 		fs_unclaim(m, sb);
 	}
 }
 
-int fs_sandbox_create(struct fs_mount *m, const char *id, const char *pool,
-		      const char *image, int port, long idle_s)
+void fs_mount_error(struct fs_mount *m, const char *fmt, ...)
 {
-	if (!backend_sandbox_id_valid(id))
-		return -EINVAL;
-	if (!m->have_orch)
-		return -EPERM;
-	if (image && port <= 0)
-		return -EINVAL;
-	if (!image && !pool)
-		pool = m->opt.pool;
+	char line[sizeof(m->last_error)];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&m->lock);
+	memcpy(m->last_error, line, sizeof(line));
+	pthread_mutex_unlock(&m->lock);
+	fs_log("%s", line);
+}
 
-	fs_orch_refresh(m, false);
+/* Claims id for a create: a new sandbox object, or the old one of a
+ * create of ours that rmdir forgot (*retry). NULL with *rc set when the
+ * id is taken. */
+static struct fs_sandbox *fs_create_claim(struct fs_mount *m, const char *id,
+					  const struct fs_spec *spec, bool *retry, int *rc)
+{
 	pthread_mutex_lock(&m->lock);
 	struct fs_sandbox *sb = fs_sandbox_find(m, id);
 	if (sb && (sb->present || sb->lifecycle_busy)) {
 		pthread_mutex_unlock(&m->lock);
-		return -EEXIST;
+		*rc = -EEXIST;
+		return NULL;
 	}
+	*retry = sb && sb->lost_create;
 	sb = fs_sandbox_add(m, id);
 	if (!sb) {
 		pthread_mutex_unlock(&m->lock);
-		return -ENOMEM;
+		*rc = -ENOMEM;
+		return NULL;
 	}
 	/* a fresh object state for a reused id */
 	sb->present = true;
 	sb->owned = true;
 	sb->attached = false;
+	sb->foreign = false;
+	sb->lost_create = false;
 	sb->lifecycle_busy = true;
 	sb->state = FS_SB_CREATING;
 	sb->created_ms = common_wall_ms();
 	sb->listed_ms = 0;
 	sb->journaled = false;
+	sb->bound_s = spec->bound_s;
+	sb->idle_s = spec->idle_s;
+	sb->keepalive_ms = 0;
 	fs_set_str(&sb->url, NULL);
-	fs_set_str(&sb->pool, image ? NULL : pool);
-	fs_set_str(&sb->image, image);
+	fs_set_str(&sb->pool, spec->pool);
+	fs_set_str(&sb->image, spec->image);
+	fs_set_str(&sb->spec, spec->json);
 	fs_set_str(&sb->last_error, NULL);
 	pthread_mutex_unlock(&m->lock);
+	return sb;
+}
+
+int fs_sandbox_create(struct fs_mount *m, const char *id, const char *overlay)
+{
+	if (!backend_sandbox_id_valid(id))
+		return -EINVAL;
+	if (!m->have_orch)
+		return -EPERM;
+	struct fs_spec spec;
+	char msg[384];
+	int res = fs_spec_build(m, overlay, &spec, msg, sizeof(msg));
+	if (res < 0) {
+		fs_mount_error(m, "create %s: %s", id, msg);
+		return res;
+	}
+
+	fs_orch_refresh(m, false);
+	bool retry = false;
+	struct fs_sandbox *sb = fs_create_claim(m, id, &spec, &retry, &res);
+	if (!sb) {
+		fs_spec_clear(&spec);
+		return res;
+	}
 	atomic_fetch_add(&m->n.creates, 1);
 
 	struct journal_record r = {.kind = JOURNAL_CREATE_INTENT};
 	r.sandbox = (char *)id;
-	r.pool = image ? NULL : (char *)pool;
-	r.image = (char *)image;
-	r.port = port;
-	r.idle_s = idle_s;
-	int res = fs_journal(m, &r);
+	r.pool = spec.pool;
+	r.image = spec.image;
+	r.port = spec.port;
+	r.idle_s = spec.idle_s;
+	r.spec = spec.json;
+	r.bound_s = spec.bound_s;
+	res = fs_journal(m, &r);
 	if (res < 0) {
 		pthread_mutex_lock(&m->lock);
 		sb->present = false;
 		sb->lifecycle_busy = false;
 		pthread_mutex_unlock(&m->lock);
 		atomic_fetch_add(&m->n.create_failures, 1);
+		fs_spec_clear(&spec);
 		return -EIO;
 	}
 	pthread_mutex_lock(&m->lock);
@@ -414,10 +473,13 @@ int fs_sandbox_create(struct fs_mount *m, const char *id, const char *pool,
 
 	struct backend_create_request req = {
 	    .id = id,
-	    .pool = image ? NULL : pool,
-	    .image = image,
-	    .port = port,
-	    .idle_timeout_s = idle_s,
+	    .pool = spec.pool,
+	    .image = spec.image,
+	    .port = spec.port,
+	    .idle_timeout_s = spec.idle_s,
+	    .send_timeout = true,
+	    .timeout_s = spec.bound_s > 0 ? spec.bound_s : 0,
+	    .spec_json = spec.json,
 	};
 	struct backend_sandbox s = {0};
 	struct backend_error err = {0};
@@ -428,9 +490,15 @@ int fs_sandbox_create(struct fs_mount *m, const char *id, const char *pool,
 
 	if (st == BACKEND_OK) {
 		res = fs_create_settle(m, sb, &s, JOURNAL_CREATED);
+		if (res == 0) { /* health's last error was about an earlier one */
+			pthread_mutex_lock(&m->lock);
+			m->last_error[0] = '\0';
+			pthread_mutex_unlock(&m->lock);
+		}
 	} else if (st == BACKEND_ANSWER_LOST || st == BACKEND_BAD_ANSWER ||
-		   st == BACKEND_SERVER_ERROR) {
-		/* maybe created: reconcile by id, never create again */
+		   st == BACKEND_SERVER_ERROR || (st == BACKEND_CONFLICT && retry)) {
+		/* Maybe created (or, after a lost create, created then):
+		 * reconcile by id, never create again. */
 		struct journal_record u = {.kind = JOURNAL_CREATE_UNKNOWN};
 		u.sandbox = (char *)id;
 		char why[384];
@@ -442,7 +510,7 @@ int fs_sandbox_create(struct fs_mount *m, const char *id, const char *pool,
 		sb->state = FS_SB_UNKNOWN;
 		fs_set_str(&sb->last_error, why);
 		pthread_mutex_unlock(&m->lock);
-		res = fs_reconcile_one(m, sb);
+		res = fs_reconcile_one(m, sb, st == BACKEND_CONFLICT);
 	} else {
 		/* Refused or never sent: nothing of ours exists (409: the id
 		 * is someone else's live sandbox). Recorded as reconciled to
@@ -460,8 +528,10 @@ int fs_sandbox_create(struct fs_mount *m, const char *id, const char *pool,
 		sb->state = FS_SB_FAILED;
 		fs_set_str(&sb->last_error, why);
 		pthread_mutex_unlock(&m->lock);
+		fs_mount_error(m, "create %s: %s", id, why);
 	}
 	backend_sandbox_clear(&s);
+	fs_spec_clear(&spec);
 	fs_unclaim(m, sb);
 	if (res < 0)
 		atomic_fetch_add(&m->n.create_failures, 1);
@@ -475,6 +545,7 @@ static int fs_delete_owned(struct fs_mount *m, struct fs_sandbox *sb)
 {
 	struct journal_record r = {.kind = JOURNAL_DELETE_INTENT};
 	r.sandbox = sb->id;
+	r.foreign = sb->foreign; /* an explicit "delete" of someone else's */
 	if (fs_journal(m, &r) < 0)
 		return -EIO;
 	pthread_mutex_lock(&m->lock);
@@ -519,7 +590,28 @@ static int fs_delete_owned(struct fs_mount *m, struct fs_sandbox *sb)
 	return -(e ? e : EIO);
 }
 
-int fs_sandbox_remove(struct fs_mount *m, const char *id)
+/* rmdir of a create of ours whose outcome is unknown: forgotten here,
+ * remembered (lost_create) so that a 409 at the next create adopts it. */
+static int fs_forget_lost_create(struct fs_mount *m, struct fs_sandbox *sb)
+{
+	struct journal_record r = {.kind = JOURNAL_CREATE_RECONCILED};
+	r.sandbox = sb->id;
+	r.error = "forgotten by rmdir while its create's outcome was unknown";
+	if (fs_journal(m, &r) < 0)
+		return -EIO;
+	pthread_mutex_lock(&m->lock);
+	sb->present = false;
+	sb->state = FS_SB_GONE;
+	sb->lost_create = true;
+	fs_set_str(&sb->last_error, r.error);
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
+/* What rmdir and "delete" may do with sb (lock held). */
+enum fs_disposal { FS_DISPOSE_DELETE, FS_DISPOSE_DETACH, FS_DISPOSE_FORGET };
+
+static int fs_dispose(struct fs_mount *m, const char *id, bool explicit_delete)
 {
 	pthread_mutex_lock(&m->lock);
 	struct fs_sandbox *sb = fs_sandbox_find(m, id);
@@ -531,101 +623,48 @@ int fs_sandbox_remove(struct fs_mount *m, const char *id)
 		pthread_mutex_unlock(&m->lock);
 		return -EBUSY;
 	}
-	bool attached = sb->attached;
-	if (!attached && m->have_orch)
+	enum fs_disposal how = FS_DISPOSE_DELETE;
+	int refuse = 0;
+	if (sb->attached)
+		/* never deleted: not ours, and "delete" has no id the
+		 * orchestrator is known to hold */
+		how = FS_DISPOSE_DETACH;
+	else if (sb->owned && !sb->url && sb->state == FS_SB_UNKNOWN && !explicit_delete)
+		how = FS_DISPOSE_FORGET;
+	else if (sb->foreign && !explicit_delete)
+		refuse = -EPERM; /* someone else's: only "delete ID" */
+	if (refuse || (how == FS_DISPOSE_DELETE && !m->have_orch)) {
+		pthread_mutex_unlock(&m->lock);
+		return refuse ? refuse : -EPERM;
+	}
+	if (how != FS_DISPOSE_DETACH)
 		sb->lifecycle_busy = true;
 	pthread_mutex_unlock(&m->lock);
 
-	if (attached)
-		return fs_sandbox_detach(m, id); /* never deleted: not ours */
-	if (!m->have_orch)
-		return -EPERM;
-	int rc = fs_delete_owned(m, sb);
+	int rc;
+	if (how == FS_DISPOSE_DETACH)
+		return explicit_delete ? -EINVAL : fs_sandbox_detach(m, id);
+	if (how == FS_DISPOSE_FORGET)
+		rc = fs_forget_lost_create(m, sb);
+	else
+		rc = fs_delete_owned(m, sb);
 	fs_unclaim(m, sb);
 	return rc;
 }
 
-/* http(s) or http+unix (backend.h), of a sane length */
-static bool fs_url_valid(const char *url)
+int fs_sandbox_remove(struct fs_mount *m, const char *id)
 {
-	return strlen(url) < 2048 && backend_url_valid(url);
+	return fs_dispose(m, id, false);
 }
 
-int fs_sandbox_attach(struct fs_mount *m, const char *id, const char *url)
+int fs_sandbox_delete(struct fs_mount *m, const char *id)
 {
-	if (!backend_sandbox_id_valid(id) || !fs_url_valid(url))
+	if (!backend_sandbox_id_valid(id))
 		return -EINVAL;
-	pthread_mutex_lock(&m->lock);
-	struct fs_sandbox *sb = fs_sandbox_find(m, id);
-	if (sb && sb->present) {
-		bool same =
-		    sb->attached && sb->url && strcmp(sb->url, url) == 0 && sb->journaled;
-		pthread_mutex_unlock(&m->lock);
-		return same ? 0 : -EEXIST;
-	}
-	if (sb && sb->lifecycle_busy) {
-		pthread_mutex_unlock(&m->lock);
-		return -EBUSY;
-	}
-	pthread_mutex_unlock(&m->lock);
-
-	struct journal_record r = {.kind = JOURNAL_ATTACH};
-	r.sandbox = (char *)id;
-	r.url = (char *)url;
-	if (fs_journal(m, &r) < 0)
-		return -EIO;
-	pthread_mutex_lock(&m->lock);
-	sb = fs_sandbox_add(m, id);
-	if (!sb || fs_set_str(&sb->url, url) < 0) {
-		/* journaled: the next mount shows it attached */
-		pthread_mutex_unlock(&m->lock);
-		return -ENOMEM;
-	}
-	sb->present = true;
-	sb->attached = true;
-	sb->owned = false;
-	sb->journaled = true;
-	sb->in_journal_state = true;
-	sb->state = FS_SB_READY;
-	if (!sb->created_ms)
-		sb->created_ms = common_wall_ms();
-	(void)fs_set_str(&sb->last_error, NULL);
-	pthread_mutex_unlock(&m->lock);
-	atomic_fetch_add(&m->n.attaches, 1);
-	return 0;
-}
-
-int fs_sandbox_detach(struct fs_mount *m, const char *id)
-{
-	pthread_mutex_lock(&m->lock);
-	struct fs_sandbox *sb = fs_sandbox_find(m, id);
-	if (!sb || !sb->present) {
-		pthread_mutex_unlock(&m->lock);
-		return -ENOENT;
-	}
-	if (!sb->attached) {
-		pthread_mutex_unlock(&m->lock);
-		return -EINVAL; /* owned: rmdir deletes it */
-	}
-	if (sb->busy) {
-		pthread_mutex_unlock(&m->lock);
-		return -EBUSY;
-	}
-	pthread_mutex_unlock(&m->lock);
-	struct journal_record r = {.kind = JOURNAL_DETACH};
-	r.sandbox = (char *)id;
-	if (fs_journal(m, &r) < 0)
-		return -EIO;
-	pthread_mutex_lock(&m->lock);
-	sb->present = false;
-	sb->attached = false;
-	struct workspace *ws = sb->ws;
-	sb->ws = NULL;
-	pthread_mutex_unlock(&m->lock);
-	if (ws && m->wscache)
-		workspace_forget(m->wscache, id);
-	atomic_fetch_add(&m->n.detaches, 1);
-	return 0;
+	if (!m->have_orch)
+		return -EPERM;
+	fs_orch_refresh(m, false);
+	return fs_dispose(m, id, true);
 }
 
 /* An unconfirmed delete of ours, or a failed create whose record the
@@ -661,56 +700,26 @@ int fs_recover(struct fs_mount *m, FILE *report)
 	return failures ? -EIO : 0;
 }
 
-int fs_attach_file(struct fs_mount *m, const char *path, char *msg, size_t msglen)
-{
-	FILE *f = fopen(path, "re");
-	if (!f) {
-		snprintf(msg, msglen, "sandboxes=%s: %s", path, strerror(errno));
-		return -1;
-	}
-	char line[4096];
-	int lineno = 0, rc = 0;
-	while (fgets(line, sizeof(line), f)) {
-		lineno++;
-		char *p = line;
-		while (isspace((unsigned char)*p))
-			p++;
-		if (!*p || *p == '#')
-			continue;
-		char *save = NULL;
-		char *id = strtok_r(p, " \t\r\n", &save);
-		char *url = strtok_r(NULL, " \t\r\n", &save);
-		char *extra = strtok_r(NULL, " \t\r\n", &save);
-		if (!id || !url || extra) {
-			snprintf(msg, msglen, "sandboxes=%s line %d: expected \"ID URL\"",
-				 path, lineno);
-			rc = -1;
-			break;
-		}
-		int e = fs_sandbox_attach(m, id, url);
-		if (e == -EEXIST) {
-			/* attached earlier with another URL: the file wins */
-			pthread_mutex_lock(&m->lock);
-			struct fs_sandbox *sb = fs_sandbox_find(m, id);
-			bool att = sb && sb->attached;
-			pthread_mutex_unlock(&m->lock);
-			if (att && fs_sandbox_detach(m, id) == 0)
-				e = fs_sandbox_attach(m, id, url);
-		}
-		if (e < 0) {
-			snprintf(msg, msglen, "sandboxes=%s line %d: sandbox %s: %s",
-				 path, lineno, id,
-				 e == -EINVAL ? "invalid id or URL" : strerror(-e));
-			rc = -1;
-			break;
-		}
-	}
-	fclose(f);
-	return rc;
-}
-
 int fs_sandbox_set_timeout(struct fs_mount *m, struct fs_sandbox *sb, long t)
 {
+	/* A timeout the orchestrator's proxy would cut is refused here,
+	 * where the user sets it (DESIGN.md §4, request bounds). */
+	pthread_mutex_lock(&m->lock);
+	long bound = fs_sandbox_bound(sb);
+	bool assumed = sb->bound_s == 0;
+	int check = fs_timeout_check(sb, t < 0 ? 0 : t);
+	if (check < 0) {
+		char why[256];
+		snprintf(why, sizeof(why),
+			 "timeout %ld refused: not under the sandbox's request bound "
+			 "(%ld s%s)",
+			 t < 0 ? 0 : t, bound,
+			 assumed ? ", assumed: not set by this mount" : "");
+		(void)fs_set_str(&sb->last_error, why);
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (check < 0)
+		return check;
 	struct journal_record r = {.kind = JOURNAL_SET_TIMEOUT};
 	r.sandbox = sb->id;
 	r.timeout_s = t;

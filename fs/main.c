@@ -380,6 +380,11 @@ int main(int argc, char *argv[])
 	} else if (fs_read_token(m) < 0) {
 		goto out_backend;
 	}
+	if (m->opt.template_path &&
+	    fs_template_load(m->opt.template_path, &m->template_json, msg, sizeof(msg)) < 0) {
+		fs_log("%s", msg);
+		goto out_local;
+	}
 	if (m->opt.orchestrator) {
 		m->have_orch = true;
 		m->orch.base_url = m->opt.orchestrator;
@@ -465,6 +470,7 @@ out_unmount:
 	atomic_store(&m->stopping, true);
 	fuse_unmount(m->fuse);
 out_ws:
+	fs_keepalive_stop(m);
 	running = fs_command_drain(m, 10);
 	/* a command thread still running may yet touch its workspace; the
 	 * pending uploads are journaled and retried by the next mount */
@@ -492,6 +498,7 @@ out_args:
 		memset(m->token, 0, strlen(m->token));
 	free(m->token);
 	free(m->state_dir);
+	free(m->template_json);
 	fs_options_free(&m->opt);
 	return ret;
 }

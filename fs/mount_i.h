@@ -70,14 +70,24 @@ struct fs_run {
 struct fs_sandbox {
 	char *id;	       /* fixed for the object's life */
 	bool present;	       /* shown in the root */
-	bool owned;	       /* disposed of by rmdir through the orchestrator */
+	bool owned;	       /* created by this mount: rmdir deletes it */
 	bool attached;	       /* given by id and URL: rmdir only detaches */
+	bool foreign;	       /* listed by the orchestrator, created elsewhere:
+				  rmdir is EPERM, only "delete ID" deletes it */
 	bool journaled;	       /* the journal holds its URL (created/attached) */
 	bool in_journal_state; /* the journal knows it at all */
 	char *url;	       /* a capability: never printed */
 	bool ws_moved;	       /* ws does not have url yet (fs_sandbox_follow) */
 	bool ws_vanished;      /* its workspace is not told it is gone yet */
 	char *pool, *image;
+	char *spec;	/* the create spec sent (JSON; may hold secrets) */
+	long bound_s;	/* request bound sent at create: seconds,
+			   JOURNAL_BOUND_NONE, or 0 not known */
+	long idle_s;	/* idleTimeoutSeconds sent at create, 0 not known */
+	uint64_t keepalive_ms; /* monotonic: last keepalive request */
+	/* a create of ours whose answer was lost, forgotten by rmdir: a 409
+	 * at the next create of this id adopts it */
+	bool lost_create;
 	enum fs_sb_state state;
 	uint64_t created_ms;
 	uint64_t listed_ms; /* last orchestrator listing that showed it */
@@ -98,7 +108,7 @@ struct fs_counters {
 	atomic_uint_fast64_t commands, commands_exited, commands_unknown, commands_failed,
 	    busy_refused, efbig_refused, interrupted_writes, waits, creates,
 	    create_failures, deletes, delete_failures, attaches, detaches, list_refreshes,
-	    list_errors, ctl_writes;
+	    list_errors, ctl_writes, keepalives, keepalive_errors;
 };
 
 struct fs_mount {
@@ -115,6 +125,9 @@ struct fs_mount {
 	struct journal_open_report jreport;
 	struct wscache *wscache;
 	struct fuse *fuse;
+	char *template_json; /* -o template=PATH, validated at start */
+	pthread_t keepalive;
+	bool keepalive_started;
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;	 /* broadcast when a run ends or the seat frees;
@@ -127,6 +140,9 @@ struct fs_mount {
 	uint64_t list_try_ms;	   /* when the last listing was tried */
 	int list_errno;		   /* its result */
 	char list_error[384];
+	/* the last refused lifecycle request (health's "last error" line);
+	   guarded by lock */
+	char last_error[512];
 
 	atomic_int workers; /* command threads still running */
 	/* command threads to join (guarded by lock): a thread's destructors
@@ -184,13 +200,58 @@ int fs_sandbox_follow(struct fs_mount *m, struct fs_sandbox *sb);
 /* The effective timeoutSeconds for a command (lock held). */
 long fs_sandbox_timeout(struct fs_mount *m, const struct fs_sandbox *sb);
 
+/* --- create specs and request bounds (spec.c) ---------------------------*/
+/* The request bound assumed of a sandbox whose bound this mount did not
+ * set (the orchestrator's default). */
+#define FS_BOUND_ASSUMED 300L
+struct fs_spec {
+	char *json; /* the whole create body but the id */
+	char *pool, *image;
+	int port;
+	long bound_s; /* as fs_sandbox.bound_s, never 0 */
+	long idle_s;
+};
+/* Reads and checks -o template=PATH (a JSON object). 0, or -1 with msg. */
+int fs_template_load(const char *path, char **json, char *msg, size_t len);
+/* The spec of one create: the template, overlay's fields over it (NULL:
+ * none), the mount's pool when it names neither pool nor image, and
+ * timeoutSeconds 0 unless it sets one. 0 or -errno (msg says why). */
+int fs_spec_build(struct fs_mount *m, const char *overlay, struct fs_spec *out,
+		  char *msg, size_t len);
+void fs_spec_clear(struct fs_spec *s);
+/* The spec with environment values and artifact sources masked, for info
+ * (a cJSON object, or NULL). */
+struct cJSON *fs_spec_masked(const char *json);
+/* The request bound of sb in seconds, 0 for none (lock held). */
+long fs_sandbox_bound(const struct fs_sandbox *sb);
+/* 0 when a command with this timeout (0 = none) ends before sb's request
+ * bound, else -EINVAL (lock held). */
+int fs_timeout_check(const struct fs_sandbox *sb, long timeout_s);
+
+/* --- keepalive (keepalive.c) --------------------------------------------*/
+/* Starts and stops the thread that keeps held sandboxes from their idle
+ * teardown (DESIGN.md §4). */
+int fs_keepalive_start(struct fs_mount *m);
+void fs_keepalive_stop(struct fs_mount *m);
+
 /* --- lifecycle (lifecycle.c); these take the lock themselves ------------*/
 /* Refreshes the orchestrator's list when older than the listing TTL
  * (force: now). Returns 0 or a positive errno. */
 int fs_orch_refresh(struct fs_mount *m, bool force);
-int fs_sandbox_create(struct fs_mount *m, const char *id, const char *pool,
-		      const char *image, int port, long idle_s);
+/* Creates sandbox id with the template and overlay (a JSON object of
+ * create fields, NULL for none) merged over it. 0 or -errno. */
+int fs_sandbox_create(struct fs_mount *m, const char *id, const char *overlay);
+/* rmdir: deletes an owned sandbox, detaches an attached one, forgets a
+ * create of ours whose outcome is unknown; EPERM for a foreign one. */
 int fs_sandbox_remove(struct fs_mount *m, const char *id);
+/* "delete ID": deletes an owned or foreign sandbox through the
+ * orchestrator. */
+int fs_sandbox_delete(struct fs_mount *m, const char *id);
+/* Appends r durably; logs a failure. 0 or -errno. */
+int fs_journal(struct fs_mount *m, const struct journal_record *r);
+/* Records a refused lifecycle request for health's last error line. */
+void fs_mount_error(struct fs_mount *m, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 int fs_sandbox_attach(struct fs_mount *m, const char *id, const char *url);
 int fs_sandbox_detach(struct fs_mount *m, const char *id);
 int fs_recover(struct fs_mount *m, FILE *report);

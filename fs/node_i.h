@@ -34,6 +34,7 @@ enum fs_file {
 	FS_F_MCTL,
 	FS_F_HEALTH,
 	FS_F_STATS,
+	FS_F_POOLS,
 	FS_F_VERSION,
 };
 

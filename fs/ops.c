@@ -109,7 +109,7 @@ static int fs_getattr(const char *path, struct stat *st, struct fuse_file_info *
 	st->st_nlink = 1;
 	/* the size of what a read would return now (0 while running) */
 	if (loc.file != FS_F_CTL && loc.file != FS_F_MCTL && loc.file != FS_F_HEALTH &&
-	    loc.file != FS_F_STATS)
+	    loc.file != FS_F_STATS && loc.file != FS_F_POOLS)
 		st->st_size = fs_render_size(m, &loc);
 	st->st_blksize = 4096;
 	st->st_blocks = (st->st_size + 511) / 512;
@@ -485,7 +485,7 @@ static int fs_mkdir(const char *path, mode_t mode)
 		/* MOUNT/ID: create a sandbox with that id */
 		if (!backend_sandbox_id_valid(p))
 			return strcmp(p, ".sandboxfs") == 0 ? -EEXIST : -EINVAL;
-		return fs_sandbox_create(m, p, NULL, NULL, 0, 0);
+		return fs_sandbox_create(m, p, NULL);
 	}
 	struct fs_loc loc;
 	int rc = fs_resolve(m, path, &loc);
@@ -765,6 +765,9 @@ static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 			fs_log("workspace cache: cannot start its thread: %s",
 			       strerror(-rc));
 	}
+	int krc = fs_keepalive_start(m);
+	if (krc < 0)
+		fs_log("keepalive: cannot start its thread: %s", strerror(-krc));
 	return m;
 }
 

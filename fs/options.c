@@ -30,6 +30,7 @@ enum {
 static const struct fuse_opt fs_opt_table[] = {
     OPT("orchestrator=%s", orchestrator, 0), OPT("token_file=%s", token_file, 0),
     OPT("pool=%s", pool, 0), OPT("sandboxes=%s", sandboxes, 0), OPT("state=%s", state, 0),
+    OPT("template=%s", template_path, 0), OPT("keepalive=%s", keepalive, 0),
     OPT("server=%s", server, 0), OPT("timeout=%d", timeout, 0), OPT("proxy=%s", proxy, 0),
     OPT("listing_ttl=%d", listing_ttl_ms, 0), OPT("attr_timeout=%lf", attr_timeout, 0),
     OPT("cache_max=%s", cache_max, 0), OPT("max_runs=%d", max_runs, 0),
@@ -194,6 +195,14 @@ int fs_options_parse(struct fuse_args *args, struct fs_options *o)
 			return -1;
 		}
 	}
+	if (!o->keepalive || strcmp(o->keepalive, "yes") == 0)
+		o->keepalive_on = true;
+	else if (strcmp(o->keepalive, "no") == 0)
+		o->keepalive_on = false;
+	else {
+		fprintf(stderr, "sandboxfs: keepalive must be yes or no\n");
+		return -1;
+	}
 	if (o->timeout < 0 || o->timeout > 86400) {
 		fprintf(stderr, "sandboxfs: timeout must be 0..86400 seconds\n");
 		return -1;
@@ -235,6 +244,11 @@ void fs_options_help(const char *prog)
 	    "    -o token_file=PATH     orchestrator bearer token, read from a file\n"
 	    "                           (default: env SANDBOXFS_TOKEN holds the token)\n"
 	    "    -o pool=NAME           pool used by mkdir (default: default)\n"
+	    "    -o template=PATH       the create spec (a JSON object of the\n"
+	    "                           orchestrator's create fields) of every mkdir\n"
+	    "                           (none)\n"
+	    "    -o keepalive=yes|no    keep sandboxes this mount holds something of\n"
+	    "                           from their idle teardown (default: yes)\n"
 	    "    -o sandboxes=PATH      attach the sandboxes listed there, one \"ID "
 	    "URL\" a line\n"
 	    "                           (none)\n"
@@ -291,6 +305,8 @@ void fs_options_free(struct fs_options *o)
 	free(o->orchestrator);
 	free(o->token_file);
 	free(o->pool);
+	free(o->template_path);
+	free(o->keepalive);
 	free(o->sandboxes);
 	free(o->state);
 	free(o->server);

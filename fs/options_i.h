@@ -15,6 +15,9 @@ struct fs_options {
 	char *orchestrator;  /* -o orchestrator=URL, env SANDBOXFS_ORCHESTRATOR */
 	char *token_file;    /* -o token_file=PATH (env SANDBOXFS_TOKEN: the token) */
 	char *pool;	     /* -o pool=NAME, default "default" */
+	char *template_path; /* -o template=PATH: the create spec of mkdir */
+	char *keepalive;     /* -o keepalive=yes|no, default yes */
+	bool keepalive_on;
 	char *sandboxes;     /* -o sandboxes=PATH */
 	char *state;	     /* -o state=DIR */
 	char *server;	     /* -o server=PATH: sandbox-server for --local */

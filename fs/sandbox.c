@@ -271,7 +271,12 @@ int fs_model_load(struct fs_mount *m, const struct journal_state *st)
 			return -ENOMEM;
 		sb->in_journal_state = true;
 		sb->owned = j->owned;
-		sb->attached = !j->owned;
+		sb->foreign = j->foreign;
+		sb->attached = !j->owned && !j->foreign;
+		sb->bound_s = j->bound_s;
+		sb->idle_s = j->idle_s;
+		if (fs_set_str(&sb->spec, j->spec) < 0)
+			return -ENOMEM;
 		if (fs_set_str(&sb->url, j->url) < 0 || fs_set_str(&sb->pool, j->pool) < 0 ||
 		    fs_set_str(&sb->image, j->image) < 0)
 			return -ENOMEM;
@@ -334,6 +339,7 @@ int fs_sandbox_adopt(struct fs_mount *m, struct fs_sandbox *sb)
 	struct journal_record r = {.kind = JOURNAL_CREATE_RECONCILED};
 	r.sandbox = sb->id;
 	r.url = url;
+	r.foreign = sb->foreign;
 	int rc = journal_append(m->journal, &r, true);
 	free(url);
 	if (rc < 0)

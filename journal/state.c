@@ -416,6 +416,10 @@ void journal_state_apply(struct journal_state *st, const struct journal_record *
 		break;
 	case JOURNAL_DELETE_INTENT:
 		sb->state = JOURNAL_SB_DELETING;
+		if (r->foreign) { /* an explicit delete of someone else's */
+			sb->foreign = true;
+			sb->owned = false;
+		}
 		break;
 	case JOURNAL_DELETED:
 		sb->state = JOURNAL_SB_GONE;

@@ -15,7 +15,7 @@ sh = mount.sh
 
 def test_root_layout(mnt, orch):
     assert os.listdir(mnt.mnt) == [".sandboxfs"]
-    assert sorted(os.listdir(mnt.path(".sandboxfs"))) == ["ctl", "health", "stats", "version"]
+    assert sorted(os.listdir(mnt.path(".sandboxfs"))) == ["ctl", "health", "pools", "stats", "version"]
     assert mount.read(mnt.path(".sandboxfs", "health")) == "ok\n"
     assert mount.read(mnt.path(".sandboxfs", "version")).startswith("sandboxfs ")
     stats = mount.read(mnt.path(".sandboxfs", "stats"))
