@@ -292,8 +292,8 @@ static void create_body(struct canned *c, const struct backend_orchestrator *o)
 	free(body);
 }
 
-/* Pools, from the local orchestrator (which gives ids and its own live
- * counts, none of the upstream's counts) and from canned answers. */
+/* Pools, from the local orchestrator (which gives the guide's id, image,
+ * size, warm and claimed) and from canned answers. */
 static void pools_local(void)
 {
 	struct backend_orchestrator o = {orch.url, orch.token};
@@ -307,7 +307,9 @@ static void pools_local(void)
 	for (size_t i = 0; i < l.count; i++) {
 		def |= strcmp(l.items[i].id, "default") == 0;
 		tiny |= strcmp(l.items[i].id, "tiny") == 0;
-		CHECK(l.items[i].size == -1 && l.items[i].image == NULL);
+		CHECK(l.items[i].image && strcmp(l.items[i].image, "local") == 0);
+		CHECK(l.items[i].size >= 0 && l.items[i].warm >= 0 && l.items[i].claimed >= 0);
+		CHECK(l.items[i].warm + l.items[i].claimed >= l.items[i].size);
 	}
 	CHECK(def && tiny && l.count == 2 && l.dropped == 0);
 	backend_pool_list_clear(&l);

@@ -147,7 +147,7 @@ expect 0 "delete the spec's sandboxes" -- "$ctl" --token-file "$tmp/token" delet
 expect 0 "delete the spec pool's sandbox" -- "$ctl" --token-file "$tmp/token" delete specpool
 # Pools.
 expect 0 "pools" -- "$ctl" --token-file "$tmp/token" pools
-check "pools lists default" grep -q '^default - - - -$' "$tmp/out"
+check "pools lists default" grep -Eq '^default local [0-9]+ [0-9]+ [0-9]+$' "$tmp/out"
 expect 0 "one pool" -- "$ctl" --token-file "$tmp/token" pools default
 check "one pool, one line" test "$(wc -l <"$tmp/out")" -eq 1
 expect 3 "an unknown pool" -- "$ctl" --token-file "$tmp/token" pools no-such-pool
