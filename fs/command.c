@@ -64,7 +64,7 @@ static void fs_job_put(struct fs_job *job)
 
 /* True when the FUSE request of the calling thread was interrupted or the
  * mount is going away. */
-static bool fs_should_stop_waiting(struct fs_mount *m)
+bool fs_should_stop_waiting(struct fs_mount *m)
 {
 	if (atomic_load(&m->stopping))
 		return true;
@@ -370,13 +370,18 @@ static void *fs_job_main(void *arg)
 	fs_job_finish(job, st, &res, &err);
 	backend_exec_result_clear(&res);
 	fs_job_put(job);
+	fs_worker_exit(m);
+	return NULL;
+}
+
+void fs_worker_exit(struct fs_mount *m)
+{
 	pthread_mutex_lock(&m->lock);
 	for (size_t i = 0; i < m->nwk; i++)
 		if (pthread_equal(m->wk[i].tid, pthread_self()))
 			m->wk[i].finished = true;
 	pthread_mutex_unlock(&m->lock);
 	atomic_fetch_sub(&m->workers, 1);
-	return NULL;
 }
 
 /* Joins the command threads that have finished, up to 64 of them;
@@ -400,8 +405,7 @@ static size_t fs_workers_reap(struct fs_mount *m)
 	return n;
 }
 
-/* Starts a command thread, registered for joining. */
-static int fs_worker_start(struct fs_mount *m, struct fs_job *job)
+int fs_worker_start(struct fs_mount *m, void *(*fn)(void *), void *arg)
 {
 	fs_workers_reap(m);
 	/* the worker must not take the signals meant for FUSE threads */
@@ -421,7 +425,7 @@ static int fs_worker_start(struct fs_mount *m, struct fs_job *job)
 	if (m->nwk < m->capwk) {
 		pthread_t tid;
 		atomic_fetch_add(&m->workers, 1);
-		rc = -pthread_create(&tid, NULL, fs_job_main, job);
+		rc = -pthread_create(&tid, NULL, fn, arg);
 		if (rc == 0) {
 			/* registered before the thread can look for itself:
 			 * it takes the lock to mark itself finished */
@@ -608,7 +612,7 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	job->seat_ws = seat_ws;
 	job->refs = 2;
 
-	if (nested || fs_worker_start(m, job) != 0) {
+	if (nested || fs_worker_start(m, fs_job_main, job) != 0) {
 		/* nested, or no thread: run it here, uninterruptibly */
 		atomic_fetch_add(&m->workers, 1);
 		fs_job_main(job);

@@ -1,6 +1,8 @@
 /*
- * lifecycle.c — sandboxes: the orchestrator's listing, create (the id is the
- * idempotency key), delete, attach, detach, recover (DESIGN.md §4, §5).
+ * lifecycle.c — sandboxes this mount creates and disposes of: create (the
+ * id is the idempotency key; the request on a worker thread), reconcile a
+ * lost create, delete, forget, recover (DESIGN.md §4, §5). The listing is
+ * in orchlist.c, attach and detach in attach.c.
  * Every create and delete writes its intent durably before the request.
  */
 #include "mount_i.h"
@@ -12,22 +14,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static enum fs_sb_state fs_state_of(enum backend_sandbox_state s)
-{
-	switch (s) {
-	case BACKEND_SANDBOX_CREATING:
-		return FS_SB_CREATING;
-	case BACKEND_SANDBOX_READY:
-		return FS_SB_READY;
-	case BACKEND_SANDBOX_FAILED:
-		return FS_SB_FAILED;
-	case BACKEND_SANDBOX_DELETING:
-		return FS_SB_DELETING;
-	default:
-		return FS_SB_UNKNOWN;
-	}
-}
 
 int fs_journal(struct fs_mount *m, const struct journal_record *r)
 {
@@ -59,187 +45,6 @@ static void fs_unclaim(struct fs_mount *m, struct fs_sandbox *sb)
 	pthread_mutex_lock(&m->lock);
 	sb->lifecycle_busy = false;
 	pthread_mutex_unlock(&m->lock);
-}
-
-/* Tells the workspaces of sandboxes that moved or vanished (flags set by
- * a listing). The sandbox objects live as long as the mount; the array may
- * move, so it is read under the lock. */
-static void fs_workspaces_follow(struct fs_mount *m)
-{
-	pthread_mutex_lock(&m->lock);
-	size_t n = m->nsbs;
-	pthread_mutex_unlock(&m->lock);
-	for (size_t i = 0; i < n; i++) {
-		pthread_mutex_lock(&m->lock);
-		struct fs_sandbox *sb = m->sbs[i];
-		bool vanished = sb->ws_vanished, moved = sb->ws_moved;
-		struct workspace *ws = vanished ? NULL : sb->ws;
-		sb->ws_vanished = false;
-		pthread_mutex_unlock(&m->lock);
-		if (!vanished && !moved)
-			continue;
-		/* Restored pending uploads make a workspace before any use;
-		 * a vanished sandbox's was unhooked by the listing. */
-		if (!ws)
-			ws = workspace_find(m->wscache, sb->id);
-		if (vanished) {
-			if (ws) {
-				workspace_sandbox_gone(ws);
-				workspace_forget(m->wscache, sb->id);
-			}
-			continue;
-		}
-		pthread_mutex_lock(&m->lock);
-		if (ws && !sb->ws && sb->ws_moved)
-			sb->ws = ws;
-		pthread_mutex_unlock(&m->lock);
-		if (fs_sandbox_follow(m, sb) < 0)
-			fs_log("sandbox %s moved; its workspace waits until the new "
-			       "address is journaled",
-			       sb->id);
-	}
-}
-
-int fs_orch_refresh(struct fs_mount *m, bool force)
-{
-	if (!m->have_orch)
-		return 0;
-	uint64_t now = common_wall_ms();
-	pthread_mutex_lock(&m->lock);
-	bool fresh =
-	    m->list_try_ms && now - m->list_try_ms < (uint64_t)m->opt.listing_ttl_ms;
-	int last = m->list_errno;
-	pthread_mutex_unlock(&m->lock);
-	if (fresh && !force)
-		return last;
-
-	pthread_mutex_lock(&m->list_lock);
-	/* another thread may have refreshed while we waited */
-	pthread_mutex_lock(&m->lock);
-	fresh = m->list_try_ms && m->list_try_ms >= now;
-	last = m->list_errno;
-	pthread_mutex_unlock(&m->lock);
-	if (fresh) {
-		pthread_mutex_unlock(&m->list_lock);
-		return last;
-	}
-
-	uint64_t start = common_wall_ms();
-	struct backend_sandbox_list l = {0};
-	struct backend_error err = {0};
-	enum backend_status st = backend_orch_list(m->backend, &m->orch, &l, &err);
-	atomic_fetch_add(&m->n.list_refreshes, 1);
-
-	pthread_mutex_lock(&m->lock);
-	m->list_try_ms = start;
-	if (st != BACKEND_OK) {
-		atomic_fetch_add(&m->n.list_errors, 1);
-		m->list_errno = backend_errno(st, BACKEND_OP_SANDBOX);
-		snprintf(m->list_error, sizeof(m->list_error), "%s: %s",
-			 backend_status_name(st), err.message);
-		last = m->list_errno; /* read under the lock it is written under */
-		pthread_mutex_unlock(&m->lock);
-		pthread_mutex_unlock(&m->list_lock);
-		return last;
-	}
-	m->list_errno = 0;
-	m->list_error[0] = '\0';
-	m->list_ms = start;
-	/* Sandboxes whose URL changed (ws_moved) or that vanished
-	 * (ws_vanished): their workspaces are told below, without the lock
-	 * (a journal append). */
-	bool tell = false;
-	for (size_t i = 0; i < l.count; i++) {
-		struct backend_sandbox *s = &l.items[i];
-		if (!s->id || !backend_sandbox_id_valid(s->id))
-			continue;
-		struct fs_sandbox *sb = fs_sandbox_find(m, s->id);
-		if (sb && sb->attached && sb->present)
-			continue; /* an attached one with the same id wins */
-		if (!sb) {
-			/* not created by this mount: someone else's */
-			sb = fs_sandbox_add(m, s->id);
-			if (!sb)
-				continue; /* out of memory: shown at the next refresh */
-			sb->foreign = true;
-		}
-		if (sb->lifecycle_busy)
-			continue;
-		if (!sb->present) {
-			/* deleted, detached or forgotten by us earlier, live
-			 * again: a create of ours that was lost after all, or
-			 * someone else's with the same id */
-			sb->present = true;
-			sb->attached = false;
-			sb->owned = sb->lost_create;
-			sb->foreign = !sb->lost_create;
-			sb->lost_create = false;
-			if (sb->foreign) {
-				sb->bound_s = 0;
-				sb->idle_s = 0;
-				fs_set_str(&sb->spec, NULL);
-				sb->journaled = false; /* adopted as foreign */
-			}
-		}
-		sb->listed_ms = start;
-		sb->state = fs_state_of(s->state);
-		bool had_url = sb->url != NULL;
-		if (s->url && (!sb->url || strcmp(sb->url, s->url) != 0) &&
-		    fs_set_str(&sb->url, s->url) == 0) {
-			sb->journaled = false; /* else the next refresh retries */
-			/* The workspace follows: file operations and retries
-			 * go to the new URL, never the old one. */
-			if (had_url)
-				tell = sb->ws_moved = true;
-		}
-		if (!sb->pool)
-			fs_set_str(&sb->pool, s->pool);
-		if (!sb->image)
-			fs_set_str(&sb->image, s->image);
-		if (s->error)
-			fs_set_str(&sb->last_error, s->error);
-		if (!sb->created_ms)
-			sb->created_ms = start;
-	}
-	/* Owned sandboxes missing from a listing newer than their creation
-	 * vanished: they show "gone" and are never recreated. */
-	for (size_t i = 0; i < m->nsbs; i++) {
-		struct fs_sandbox *sb = m->sbs[i];
-		if (!sb->present || sb->attached || sb->listed_ms == start ||
-		    sb->lifecycle_busy)
-			continue;
-		if (sb->created_ms >= start)
-			continue;
-		if (sb->state == FS_SB_UNKNOWN && !sb->url)
-			continue; /* a lost create: reconciled by id */
-		if (!sb->in_journal_state) {
-			sb->present = false; /* only ever seen in a listing */
-			continue;
-		}
-		if (sb->state == FS_SB_DELETING) {
-			/* our delete went through after all */
-			continue;
-		}
-		if (sb->state != FS_SB_GONE) {
-			sb->state = FS_SB_GONE;
-			fs_set_str(&sb->last_error,
-				   "the sandbox vanished from the orchestrator");
-			/* Its URL is no longer its own: nothing goes there
-			 * again, and its unsaved files go to rescue. */
-			tell = sb->ws_vanished = true;
-			sb->ws_moved = false;
-			sb->ws = NULL; /* found again by id to be told */
-			fs_set_str(&sb->url, NULL);
-			sb->journaled = false;
-		}
-	}
-	pthread_mutex_unlock(&m->lock);
-	pthread_mutex_unlock(&m->list_lock);
-	backend_sandbox_list_clear(&l);
-
-	if (tell)
-		fs_workspaces_follow(m);
-	return 0;
 }
 
 /* Polls GET /v1/sandbox/ID until it leaves "creating" (bounded). */
@@ -426,60 +231,22 @@ static struct fs_sandbox *fs_create_claim(struct fs_mount *m, const char *id,
 	return sb;
 }
 
-int fs_sandbox_create(struct fs_mount *m, const char *id, const char *overlay)
+/* The create's request, after its intent: POST, wait for ready, settle
+ * (journal, then model). Returns 0 or -errno. */
+static int fs_create_send(struct fs_mount *m, struct fs_sandbox *sb,
+			  const struct fs_spec *spec, bool retry)
 {
-	if (!backend_sandbox_id_valid(id))
-		return -EINVAL;
-	if (!m->have_orch)
-		return -EPERM;
-	struct fs_spec spec;
-	char msg[384];
-	int res = fs_spec_build(m, overlay, &spec, msg, sizeof(msg));
-	if (res < 0) {
-		fs_mount_error(m, "create %s: %s", id, msg);
-		return res;
-	}
-
-	fs_orch_refresh(m, false);
-	bool retry = false;
-	struct fs_sandbox *sb = fs_create_claim(m, id, &spec, &retry, &res);
-	if (!sb) {
-		fs_spec_clear(&spec);
-		return res;
-	}
-	atomic_fetch_add(&m->n.creates, 1);
-
-	struct journal_record r = {.kind = JOURNAL_CREATE_INTENT};
-	r.sandbox = (char *)id;
-	r.pool = spec.pool;
-	r.image = spec.image;
-	r.port = spec.port;
-	r.idle_s = spec.idle_s;
-	r.spec = spec.json;
-	r.bound_s = spec.bound_s;
-	res = fs_journal(m, &r);
-	if (res < 0) {
-		pthread_mutex_lock(&m->lock);
-		sb->present = false;
-		sb->lifecycle_busy = false;
-		pthread_mutex_unlock(&m->lock);
-		atomic_fetch_add(&m->n.create_failures, 1);
-		fs_spec_clear(&spec);
-		return -EIO;
-	}
-	pthread_mutex_lock(&m->lock);
-	sb->in_journal_state = true;
-	pthread_mutex_unlock(&m->lock);
-
+	const char *id = sb->id;
+	int res;
 	struct backend_create_request req = {
 	    .id = id,
-	    .pool = spec.pool,
-	    .image = spec.image,
-	    .port = spec.port,
-	    .idle_timeout_s = spec.idle_s,
+	    .pool = spec->pool,
+	    .image = spec->image,
+	    .port = spec->port,
+	    .idle_timeout_s = spec->idle_s,
 	    .send_timeout = true,
-	    .timeout_s = spec.bound_s > 0 ? spec.bound_s : 0,
-	    .spec_json = spec.json,
+	    .timeout_s = spec->bound_s > 0 ? spec->bound_s : 0,
+	    .spec_json = spec->json,
 	};
 	struct backend_sandbox s = {0};
 	struct backend_error err = {0};
@@ -531,12 +298,132 @@ int fs_sandbox_create(struct fs_mount *m, const char *id, const char *overlay)
 		fs_mount_error(m, "create %s: %s", id, why);
 	}
 	backend_sandbox_clear(&s);
-	fs_spec_clear(&spec);
 	fs_unclaim(m, sb);
 	if (res < 0)
 		atomic_fetch_add(&m->n.create_failures, 1);
 	if (res == -EEXIST)
 		fs_orch_refresh(m, true); /* show the live one */
+	return res;
+}
+
+
+/* A create whose request runs on a worker thread. */
+struct fs_create_job {
+	struct fs_mount *m;
+	struct fs_sandbox *sb;
+	struct fs_spec spec;
+	bool retry;
+	/* guarded by m->lock */
+	int refs;
+	bool done;
+	int result;
+};
+
+static void fs_create_job_put(struct fs_create_job *job)
+{
+	struct fs_mount *m = job->m;
+	pthread_mutex_lock(&m->lock);
+	bool last = --job->refs == 0;
+	pthread_mutex_unlock(&m->lock);
+	if (!last)
+		return;
+	fs_spec_clear(&job->spec);
+	free(job);
+}
+
+static void *fs_create_main(void *arg)
+{
+	struct fs_create_job *job = arg;
+	struct fs_mount *m = job->m;
+	int res = fs_create_send(m, job->sb, &job->spec, job->retry);
+	pthread_mutex_lock(&m->lock);
+	job->done = true;
+	job->result = res;
+	pthread_cond_broadcast(&m->cond);
+	pthread_mutex_unlock(&m->lock);
+	fs_create_job_put(job);
+	fs_worker_exit(m);
+	return NULL;
+}
+
+int fs_sandbox_create(struct fs_mount *m, const char *id, const char *overlay)
+{
+	if (!backend_sandbox_id_valid(id))
+		return -EINVAL;
+	if (!m->have_orch)
+		return -EPERM;
+	struct fs_spec spec;
+	char msg[384];
+	int res = fs_spec_build(m, overlay, &spec, msg, sizeof(msg));
+	if (res < 0) {
+		fs_mount_error(m, "create %s: %s", id, msg);
+		return res;
+	}
+
+	fs_orch_refresh(m, false);
+	bool retry = false;
+	struct fs_sandbox *sb = fs_create_claim(m, id, &spec, &retry, &res);
+	if (!sb) {
+		fs_spec_clear(&spec);
+		return res;
+	}
+	atomic_fetch_add(&m->n.creates, 1);
+
+	struct journal_record r = {.kind = JOURNAL_CREATE_INTENT};
+	r.sandbox = (char *)id;
+	r.pool = spec.pool;
+	r.image = spec.image;
+	r.port = spec.port;
+	r.idle_s = spec.idle_s;
+	r.spec = spec.json;
+	r.bound_s = spec.bound_s;
+	res = fs_journal(m, &r);
+	if (res < 0) {
+		pthread_mutex_lock(&m->lock);
+		sb->present = false;
+		sb->lifecycle_busy = false;
+		pthread_mutex_unlock(&m->lock);
+		atomic_fetch_add(&m->n.create_failures, 1);
+		fs_spec_clear(&spec);
+		return -EIO;
+	}
+	pthread_mutex_lock(&m->lock);
+	sb->in_journal_state = true;
+	pthread_mutex_unlock(&m->lock);
+
+	/* The request runs on a thread of its own: a create from an image
+	 * may take seconds, readers see "creating" meanwhile, and the
+	 * caller's wait ends when it is interrupted (the create goes on and
+	 * its outcome is recorded). */
+	struct fs_create_job *job = calloc(1, sizeof(*job));
+	if (!job) {
+		res = fs_create_send(m, sb, &spec, retry);
+		fs_spec_clear(&spec);
+		return res;
+	}
+	job->m = m;
+	job->sb = sb;
+	job->spec = spec;
+	job->retry = retry;
+	job->refs = 2;
+	if (fs_worker_start(m, fs_create_main, job) != 0) {
+		atomic_fetch_add(&m->workers, 1);
+		fs_create_main(job);
+	}
+	pthread_mutex_lock(&m->lock);
+	while (!job->done) {
+		if (fs_should_stop_waiting(m)) {
+			pthread_mutex_unlock(&m->lock);
+			fs_create_job_put(job);
+			return -EINTR;
+		}
+		struct timespec ts;
+		common_deadline_in(&ts, 50);
+		pthread_cond_timedwait(&m->cond, &m->lock, &ts);
+	}
+	res = job->result;
+	pthread_mutex_unlock(&m->lock);
+	fs_create_job_put(job);
 	return res;
 }
 

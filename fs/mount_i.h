@@ -234,7 +234,8 @@ int fs_timeout_check(const struct fs_sandbox *sb, long timeout_s);
 int fs_keepalive_start(struct fs_mount *m);
 void fs_keepalive_stop(struct fs_mount *m);
 
-/* --- lifecycle (lifecycle.c); these take the lock themselves ------------*/
+/* --- lifecycle (orchlist.c, lifecycle.c, attach.c); these take the lock
+ *     themselves ---------------------------------------------------------*/
 /* Refreshes the orchestrator's list when older than the listing TTL
  * (force: now). Returns 0 or a positive errno. */
 int fs_orch_refresh(struct fs_mount *m, bool force);
@@ -276,6 +277,13 @@ bool fs_command_unknown(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq)
  * -EAGAIN (nonblock and running), -EINTR (interrupted or unmounting). */
 int fs_command_wait_idle(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq,
 			 bool nonblock);
+/* Starts fn(arg) on a thread of its own, counted in m->workers and
+ * joined at unmount before the backend is freed; fn ends with
+ * fs_worker_exit. 0 or -errno (then nothing was started). */
+int fs_worker_start(struct fs_mount *m, void *(*fn)(void *), void *arg);
+void fs_worker_exit(struct fs_mount *m);
+/* True when a FUSE operation's wait should end: interrupted, unmounting. */
+bool fs_should_stop_waiting(struct fs_mount *m);
 /* The wscache exec callback. */
 int fs_command_exec_cb(void *ctx, const char *sandbox_id, const char *command,
 		       int *exit_code);

@@ -235,3 +235,30 @@ def test_pools_show_why_a_create_is_refused(tmp_path):
             line = [ln for ln in pools.splitlines() if ln.startswith("small ")]
             assert line and "size=1" in line[0] and "claimed=1" in line[0], pools
         m.check_log(allow=[r"create two"])
+
+
+def test_a_poolless_create_shows_creating_and_its_mkdir_can_be_interrupted(tmp_path):
+    """A create from an image takes seconds (here 4): readers see
+    "creating", an interrupted mkdir returns at once, and the create goes
+    on and is recorded."""
+    with orchestrator(tmp_path, "--image-start-ms", "4000") as orch:
+        template = tmp_path / "template.json"
+        template.write_text(json.dumps({"image": "python:3.12-slim", "port": 3000}))
+        with mount.Mount(tmp_path, server=orch, opts=[f"template={template}"]) as m:
+            t0 = time.monotonic()
+            p = sh(f"timeout -s INT 1 mkdir {m.path('cold')}", timeout=30)
+            took = time.monotonic() - t0
+            assert p.returncode != 0 and took < 3, (p, took)
+            assert mount.read(m.path("cold", "state")) == "creating\n"
+            assert sbx.wait_for(
+                lambda: mount.read(m.path("cold", "state")) == "ready\n", timeout=20)
+            assert orch.client().sandbox("cold").status == 200
+            assert info(m, "cold")["owner"] == "owned"
+            sh(f"echo 'echo warm' > {m.path('cold', 'ctl')}", check=True)
+            assert mount.read(m.path("cold", "stdout")) == "warm\n"
+            # an uninterrupted mkdir waits for the whole start
+            t0 = time.monotonic()
+            os.mkdir(m.path("patient"))
+            assert time.monotonic() - t0 >= 3.5
+            assert mount.read(m.path("patient", "state")) == "ready\n"
+        m.check_log()
