@@ -152,10 +152,15 @@ static size_t hash_str(const char *s)
 	return (size_t)h;
 }
 
+#define HTAB_MIN_BUCKETS 16
+
 int htab_init(struct htab *t, size_t nb)
 {
-	t->b = calloc(nb, sizeof(*t->b));
-	t->nb = nb;
+	size_t want = HTAB_MIN_BUCKETS;
+	while (want < nb && want <= SIZE_MAX / 2 / sizeof(*t->b))
+		want *= 2;
+	t->b = calloc(want, sizeof(*t->b));
+	t->nb = t->b ? want : 0;
 	t->n = 0;
 	return t->b ? 0 : -ENOMEM;
 }
@@ -167,17 +172,42 @@ void htab_free(struct htab *t)
 	t->nb = t->n = 0;
 }
 
+/* Doubles the bucket array; on failure keeps the old one. */
+static void htab_grow(struct htab *t)
+{
+	if (t->nb > SIZE_MAX / 2 / sizeof(*t->b))
+		return;
+	size_t nb = t->nb * 2;
+	struct hlink **b = calloc(nb, sizeof(*b));
+	if (!b)
+		return;
+	for (size_t i = 0; i < t->nb; i++) {
+		struct hlink *l = t->b[i];
+		while (l) {
+			struct hlink *next = l->next;
+			size_t k = hash_str(l->key) & (nb - 1);
+			l->next = b[k];
+			b[k] = l;
+			l = next;
+		}
+	}
+	free(t->b);
+	t->b = b;
+	t->nb = nb;
+}
+
 void htab_add(struct htab *t, struct hlink *l)
 {
-	size_t i = hash_str(l->key) % t->nb;
+	size_t i = hash_str(l->key) & (t->nb - 1);
 	l->next = t->b[i];
 	t->b[i] = l;
-	t->n++;
+	if (++t->n > t->nb)
+		htab_grow(t);
 }
 
 void htab_del(struct htab *t, struct hlink *l)
 {
-	size_t i = hash_str(l->key) % t->nb;
+	size_t i = hash_str(l->key) & (t->nb - 1);
 	for (struct hlink **p = &t->b[i]; *p; p = &(*p)->next)
 		if (*p == l) {
 			*p = l->next;
@@ -188,7 +218,7 @@ void htab_del(struct htab *t, struct hlink *l)
 
 struct hlink *htab_find(const struct htab *t, const char *key)
 {
-	size_t i = hash_str(key) % t->nb;
+	size_t i = hash_str(key) & (t->nb - 1);
 	for (struct hlink *l = t->b[i]; l; l = l->next)
 		if (strcmp(l->key, key) == 0)
 			return l;
@@ -519,8 +549,8 @@ static struct workspace *ws_get_locked(struct wscache *c, const char *id, const 
 	ws->url = url ? strdup(url) : NULL;
 	ws->epoch = 1;
 	clock_gettime(CLOCK_REALTIME, &ws->born);
-	if (!ws->id || (url && !ws->url) || htab_init(&ws->dirs, 1024) < 0 ||
-	    htab_init(&ws->metas, 1024) < 0 || htab_init(&ws->files, 1024) < 0) {
+	if (!ws->id || (url && !ws->url) || htab_init(&ws->dirs, 0) < 0 ||
+	    htab_init(&ws->metas, 0) < 0 || htab_init(&ws->files, 0) < 0) {
 		htab_free(&ws->dirs);
 		htab_free(&ws->metas);
 		htab_free(&ws->files);

@@ -32,6 +32,14 @@
 
 /* --- a small string-keyed hash table (intrusive) -------------------------*/
 
+/*
+ * Starts small and doubles its bucket array when it holds more links than
+ * buckets, so an idle workspace costs a few hundred bytes and a big one
+ * keeps short chains. If a larger array cannot be allocated the table keeps
+ * the old one: lookups stay correct, only slower. It never shrinks, so a
+ * caller walking the buckets (b[0..nb)) may delete the link it stands on;
+ * adding while walking is not allowed (it may rehash).
+ */
 struct hlink {
 	struct hlink *next;
 	const char *key; /* owned by the containing object */
@@ -39,10 +47,11 @@ struct hlink {
 
 struct htab {
 	struct hlink **b;
-	size_t nb;
+	size_t nb; /* a power of two */
 	size_t n;
 };
 
+/* nb is the initial bucket count, rounded up to a power of two (0: 16). */
 int htab_init(struct htab *t, size_t nb);
 void htab_free(struct htab *t); /* frees the buckets, not the objects */
 void htab_add(struct htab *t, struct hlink *l);
@@ -82,8 +91,8 @@ struct wsdir {
 	 * least recently used first, past cfg.listing_max_bytes. */
 	struct workspace *ws;
 	struct wsdir *lru_prev, *lru_next; /* c->dir_lru, oldest first */
-	uint64_t bytes; /* accounted in c->listing_bytes */
-	int pins;	/* open directory handles, fetches: never evicted */
+	uint64_t bytes;			   /* accounted in c->listing_bytes */
+	int pins; /* open directory handles, fetches: never evicted */
 };
 
 /* --- local metadata the contract has no place for --------------------------*/
