@@ -327,7 +327,19 @@ void ws_moves_wait(struct workspace *ws, const char *rel);
 /* The same for f's path, which the rename may change while it waits. */
 void file_moves_wait(struct wsfile *f);
 
-/* metadata (workspace.c, c->lock held) */
+/* workspace.c, c->lock held */
+struct workspace *ws_find(struct wscache *c, const char *id);
+/* Finds or makes (with url, may be NULL) the workspace of sandbox id. */
+struct workspace *ws_get_locked(struct wscache *c, const char *id, const char *url);
+/* Uploads the dirty files of only (NULL: of every workspace) once; returns
+ * how many were not uploaded (c->lock not held). */
+int ws_flush_all(struct wscache *c, struct workspace *only, uint64_t budget_ms,
+		 bool due_only, char *stuck, size_t stuck_len);
+/* Moves a cache file to base/ID/PATH; nonzero: nothing kept. */
+int rescue_keep(const char *base, const char *id, const char *path,
+		const char *cache_file, char **dir_out);
+
+/* metadata (modes.c, c->lock held) */
 struct wsmeta *meta_get(struct workspace *ws, const char *path, bool create);
 void meta_drop(struct workspace *ws, const char *path);
 /* Moves the metadata of from (a file or a tree) to to, replacing to's. */
