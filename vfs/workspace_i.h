@@ -321,8 +321,51 @@ void dir_unpin(struct wsdir *d);
 void dir_stats(struct wscache *c, FILE *out);
 bool ws_machinery(const struct workspace *ws, const char *dir, const char *name);
 
-/* workspace_ops.c, c->lock held (dropped while it waits): waits while
- * rel is at or below a directory that another thread is renaming. */
+/* What a path is, from the live cache or the parent's listing. */
+struct wsattr {
+	bool is_dir;
+	uint64_t size;
+	struct timespec mtime;
+	bool type_changed; /* the kernel was last told the other type */
+};
+
+/* workspace_ops.c: names and lookups (c->lock held unless said otherwise) */
+/* Records that the kernel is told f's (e's) attributes now. */
+void file_shown(struct wsfile *f);
+void entry_shown(struct wsdir *d, struct wsentry *e, struct wsattr *a);
+struct wshandle *ws_handle_of(uint64_t fh); /* NULL: not a file handle */
+/* The cache entry, not the listing, tells f's size. */
+bool file_auth(const struct wsfile *f);
+/* What rel is; may drop and retake c->lock (listing fetch). */
+int ws_lookup(struct workspace *ws, const char *rel, struct wsattr *a);
+/* The parent of rel is a directory (c->lock may be dropped). */
+int ws_parent_is_dir(struct workspace *ws, const char *rel);
+/* Queues permission bits for the chmod before the next command. */
+int ws_mode_queue(struct workspace *ws, const char *rel, mode_t perm);
+void ws_fill_stat(struct workspace *ws, const char *rel, const struct wsattr *a,
+		  struct stat *st);
+/* PUT then DELETE of a placeholder inside rel makes the directory. */
+int ws_make_dir_remote(struct workspace *ws, const char *rel);
+void ws_made_dirs_drop(struct workspace *ws, const char *rel);
+/* rel is empty on the server (a fresh listing) and here; c->lock may be
+ * dropped. */
+int ws_dir_check_empty(struct workspace *ws, const char *rel);
+
+/* fileio.c: the file helpers the other operations share */
+/* No pending upload of f may land after what the caller does next.
+ * f->mx held, c->lock not held. */
+void file_upload_cancel(struct wsfile *f);
+/* DELETE of rel (a file or a tree); a name already gone counts as
+ * deleted. */
+int ws_delete_remote(struct workspace *ws, const char *url, const char *rel,
+		     struct backend_error *err);
+/* Drops a reference taken by an operation (c->lock not held). */
+void file_drop_ref(struct wsfile *f);
+/* The cache entry of an existing file, referenced; c->lock held. */
+int file_for(struct workspace *ws, const char *rel, struct wsfile **out);
+
+/* rename.c, c->lock held (dropped while it waits): waits while rel is at
+ * or below a directory that another thread is renaming. */
 void ws_moves_wait(struct workspace *ws, const char *rel);
 /* The same for f's path, which the rename may change while it waits. */
 void file_moves_wait(struct wsfile *f);
