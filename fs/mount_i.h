@@ -134,6 +134,12 @@ struct fs_mount {
 				    timed on CLOCK_MONOTONIC */
 	struct fs_sandbox **sbs; /* never removed before unmount; the array may move */
 	size_t nsbs, cap;
+	/* sbs by id (sandbox.c): open addressing, a power of two of slots at
+	 * most half full, kept in step by fs_sandbox_add. If it could not
+	 * grow, sb_index_broken is set and fs_sandbox_find scans sbs. */
+	struct fs_sandbox **sb_index;
+	size_t sb_index_cap;
+	bool sb_index_broken;
 
 	pthread_mutex_t list_lock; /* one orchestrator listing at a time */
 	uint64_t list_ms;	   /* when the last listing succeeded */

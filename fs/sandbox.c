@@ -68,8 +68,56 @@ int fs_set_str(char **field, const char *value)
 	return 0;
 }
 
+static size_t sb_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+	for (; *s; s++) {
+		h ^= (unsigned char)*s;
+		h *= 1099511628211ULL;
+	}
+	return (size_t)h;
+}
+
+static void sb_index_put(struct fs_sandbox **idx, size_t cap, struct fs_sandbox *sb)
+{
+	size_t i = sb_hash(sb->id) & (cap - 1);
+	while (idx[i])
+		i = (i + 1) & (cap - 1);
+	idx[i] = sb;
+}
+
+/* Room in the index for n sandboxes (at most half full), rehashing those
+ * in sbs when it grows; false: the larger index could not be allocated. */
+static bool sb_index_reserve(struct fs_mount *m, size_t n)
+{
+	if (n <= m->sb_index_cap / 2)
+		return true;
+	size_t cap = m->sb_index_cap ? m->sb_index_cap : 32;
+	while (cap / 2 < n) {
+		if (cap > SIZE_MAX / 2 / sizeof(*m->sb_index))
+			return false;
+		cap *= 2;
+	}
+	struct fs_sandbox **idx = calloc(cap, sizeof(*idx));
+	if (!idx)
+		return false;
+	for (size_t i = 0; i < m->nsbs; i++)
+		sb_index_put(idx, cap, m->sbs[i]);
+	free(m->sb_index);
+	m->sb_index = idx;
+	m->sb_index_cap = cap;
+	return true;
+}
+
 struct fs_sandbox *fs_sandbox_find(struct fs_mount *m, const char *id)
 {
+	if (m->sb_index && !m->sb_index_broken) {
+		size_t mask = m->sb_index_cap - 1;
+		for (size_t i = sb_hash(id) & mask; m->sb_index[i]; i = (i + 1) & mask)
+			if (strcmp(m->sb_index[i]->id, id) == 0)
+				return m->sb_index[i];
+		return NULL;
+	}
 	for (size_t i = 0; i < m->nsbs; i++)
 		if (strcmp(m->sbs[i]->id, id) == 0)
 			return m->sbs[i];
@@ -95,7 +143,13 @@ struct fs_sandbox *fs_sandbox_add(struct fs_mount *m, const char *id)
 		return NULL;
 	}
 	sb->state = FS_SB_UNKNOWN;
+	/* Without memory for a larger index, lookups scan sbs from now on:
+	 * slower, never wrong. */
+	if (!m->sb_index_broken && !sb_index_reserve(m, m->nsbs + 1))
+		m->sb_index_broken = true;
 	m->sbs[m->nsbs++] = sb;
+	if (!m->sb_index_broken)
+		sb_index_put(m->sb_index, m->sb_index_cap, sb);
 	return sb;
 }
 

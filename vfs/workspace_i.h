@@ -32,6 +32,14 @@
 
 /* --- a small string-keyed hash table (intrusive) -------------------------*/
 
+/*
+ * Starts small and doubles its bucket array when it holds more links than
+ * buckets, so an idle workspace costs a few hundred bytes and a big one
+ * keeps short chains. If a larger array cannot be allocated the table keeps
+ * the old one: lookups stay correct, only slower. It never shrinks, so a
+ * caller walking the buckets (b[0..nb)) may delete the link it stands on;
+ * adding while walking is not allowed (it may rehash).
+ */
 struct hlink {
 	struct hlink *next;
 	const char *key; /* owned by the containing object */
@@ -39,10 +47,11 @@ struct hlink {
 
 struct htab {
 	struct hlink **b;
-	size_t nb;
+	size_t nb; /* a power of two */
 	size_t n;
 };
 
+/* nb is the initial bucket count, rounded up to a power of two (0: 16). */
 int htab_init(struct htab *t, size_t nb);
 void htab_free(struct htab *t); /* frees the buckets, not the objects */
 void htab_add(struct htab *t, struct hlink *l);
@@ -82,8 +91,8 @@ struct wsdir {
 	 * least recently used first, past cfg.listing_max_bytes. */
 	struct workspace *ws;
 	struct wsdir *lru_prev, *lru_next; /* c->dir_lru, oldest first */
-	uint64_t bytes; /* accounted in c->listing_bytes */
-	int pins;	/* open directory handles, fetches: never evicted */
+	uint64_t bytes;			   /* accounted in c->listing_bytes */
+	int pins; /* open directory handles, fetches: never evicted */
 };
 
 /* --- local metadata the contract has no place for --------------------------*/
@@ -312,13 +321,68 @@ void dir_unpin(struct wsdir *d);
 void dir_stats(struct wscache *c, FILE *out);
 bool ws_machinery(const struct workspace *ws, const char *dir, const char *name);
 
-/* workspace_ops.c, c->lock held (dropped while it waits): waits while
- * rel is at or below a directory that another thread is renaming. */
+/* What a path is, from the live cache or the parent's listing. */
+struct wsattr {
+	bool is_dir;
+	uint64_t size;
+	struct timespec mtime;
+	bool type_changed; /* the kernel was last told the other type */
+};
+
+/* workspace_ops.c: names and lookups (c->lock held unless said otherwise) */
+/* Records that the kernel is told f's (e's) attributes now. */
+void file_shown(struct wsfile *f);
+void entry_shown(struct wsdir *d, struct wsentry *e, struct wsattr *a);
+struct wshandle *ws_handle_of(uint64_t fh); /* NULL: not a file handle */
+/* The cache entry, not the listing, tells f's size. */
+bool file_auth(const struct wsfile *f);
+/* What rel is; may drop and retake c->lock (listing fetch). */
+int ws_lookup(struct workspace *ws, const char *rel, struct wsattr *a);
+/* The parent of rel is a directory (c->lock may be dropped). */
+int ws_parent_is_dir(struct workspace *ws, const char *rel);
+/* Queues permission bits for the chmod before the next command. */
+int ws_mode_queue(struct workspace *ws, const char *rel, mode_t perm);
+void ws_fill_stat(struct workspace *ws, const char *rel, const struct wsattr *a,
+		  struct stat *st);
+/* PUT then DELETE of a placeholder inside rel makes the directory. */
+int ws_make_dir_remote(struct workspace *ws, const char *rel);
+void ws_made_dirs_drop(struct workspace *ws, const char *rel);
+/* rel is empty on the server (a fresh listing) and here; c->lock may be
+ * dropped. */
+int ws_dir_check_empty(struct workspace *ws, const char *rel);
+
+/* fileio.c: the file helpers the other operations share */
+/* No pending upload of f may land after what the caller does next.
+ * f->mx held, c->lock not held. */
+void file_upload_cancel(struct wsfile *f);
+/* DELETE of rel (a file or a tree); a name already gone counts as
+ * deleted. */
+int ws_delete_remote(struct workspace *ws, const char *url, const char *rel,
+		     struct backend_error *err);
+/* Drops a reference taken by an operation (c->lock not held). */
+void file_drop_ref(struct wsfile *f);
+/* The cache entry of an existing file, referenced; c->lock held. */
+int file_for(struct workspace *ws, const char *rel, struct wsfile **out);
+
+/* rename.c, c->lock held (dropped while it waits): waits while rel is at
+ * or below a directory that another thread is renaming. */
 void ws_moves_wait(struct workspace *ws, const char *rel);
 /* The same for f's path, which the rename may change while it waits. */
 void file_moves_wait(struct wsfile *f);
 
-/* metadata (workspace.c, c->lock held) */
+/* workspace.c, c->lock held */
+struct workspace *ws_find(struct wscache *c, const char *id);
+/* Finds or makes (with url, may be NULL) the workspace of sandbox id. */
+struct workspace *ws_get_locked(struct wscache *c, const char *id, const char *url);
+/* Uploads the dirty files of only (NULL: of every workspace) once; returns
+ * how many were not uploaded (c->lock not held). */
+int ws_flush_all(struct wscache *c, struct workspace *only, uint64_t budget_ms,
+		 bool due_only, char *stuck, size_t stuck_len);
+/* Moves a cache file to base/ID/PATH; nonzero: nothing kept. */
+int rescue_keep(const char *base, const char *id, const char *path,
+		const char *cache_file, char **dir_out);
+
+/* metadata (modes.c, c->lock held) */
 struct wsmeta *meta_get(struct workspace *ws, const char *path, bool create);
 void meta_drop(struct workspace *ws, const char *path);
 /* Moves the metadata of from (a file or a tree) to to, replacing to's. */

@@ -190,10 +190,44 @@ static void test_model(void)
 	free(x);
 }
 
+/* fs_sandbox_find goes through the index fs_sandbox_add keeps. */
+static void test_sandbox_index(void)
+{
+	static struct fs_mount im;
+	enum { N = 5000 };
+	char id[32];
+	size_t added = 0, found = 0;
+	for (int i = 0; i < N; i++) {
+		snprintf(id, sizeof(id), "sbx-%d", i);
+		struct fs_sandbox *sb = fs_sandbox_add(&im, id);
+		added += sb && strcmp(sb->id, id) == 0;
+	}
+	CHECK_EQ(added, N);
+	CHECK_EQ(im.nsbs, N);
+	CHECK(!im.sb_index_broken && im.sb_index_cap >= 2 * N);
+	for (int i = 0; i < N; i++) {
+		snprintf(id, sizeof(id), "sbx-%d", i);
+		struct fs_sandbox *sb = fs_sandbox_find(&im, id);
+		found += sb == im.sbs[i];
+	}
+	CHECK_EQ(found, N);
+	CHECK(fs_sandbox_find(&im, "sbx-5000") == NULL);
+	CHECK(fs_sandbox_find(&im, "") == NULL);
+	CHECK(fs_sandbox_add(&im, "sbx-7") == im.sbs[7]);
+	CHECK_EQ(im.nsbs, N);
+	for (size_t i = 0; i < im.nsbs; i++) {
+		free(im.sbs[i]->id);
+		free(im.sbs[i]);
+	}
+	free(im.sbs);
+	free(im.sb_index);
+}
+
 int main(void)
 {
 	test_options();
 	test_model();
+	test_sandbox_index();
 	rmdir(mnt);
 	return check_done("fs core model");
 }

@@ -1,0 +1,243 @@
+/*
+ * modes.c — local metadata (struct wsmeta: the modes set here, which the
+ * contract does not carry) and the queued chmod batches run in the sandbox
+ * before a command (workspace_before_command), plus the command seats.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "workspace_i.h"
+
+/* --- local metadata -------------------------------------------------------------*/
+
+struct wsmeta *meta_get(struct workspace *ws, const char *path, bool create)
+{
+	struct hlink *l = htab_find(&ws->metas, path);
+	if (l)
+		return ws_container_of(l, struct wsmeta, h);
+	if (!create)
+		return NULL;
+	struct wsmeta *m = calloc(1, sizeof(*m));
+	if (!m || !(m->path = strdup(path))) {
+		free(m);
+		return NULL;
+	}
+	m->h.key = m->path;
+	htab_add(&ws->metas, &m->h);
+	return m;
+}
+
+static void meta_free(struct workspace *ws, struct wsmeta *m)
+{
+	htab_del(&ws->metas, &m->h);
+	free(m->path);
+	free(m);
+}
+
+void meta_drop(struct workspace *ws, const char *path)
+{
+	struct wsmeta *m = meta_get(ws, path, false);
+	if (m)
+		meta_free(ws, m);
+}
+
+/* Moves the metadata of from, and of everything below it, to to. */
+void meta_move(struct workspace *ws, const char *from, const char *to)
+{
+	size_t nfrom = strlen(from);
+	struct wsmeta **moved = NULL;
+	size_t n = 0, cap = 0;
+	for (size_t i = 0; i < ws->metas.nb; i++)
+		for (struct hlink *l = ws->metas.b[i]; l; l = l->next) {
+			struct wsmeta *m = ws_container_of(l, struct wsmeta, h);
+			if (strcmp(m->path, from) != 0 && !ws_is_under(m->path, from))
+				continue;
+			if (n == cap) {
+				cap = cap ? cap * 2 : 16;
+				struct wsmeta **p = realloc(moved, cap * sizeof(*p));
+				if (!p)
+					goto out;
+				moved = p;
+			}
+			moved[n++] = m;
+		}
+	for (size_t i = 0; i < n; i++)
+		htab_del(&ws->metas, &moved[i]->h);
+	/* What was at the destination is replaced. */
+	meta_drop(ws, to);
+	for (size_t i = 0; i < n; i++) {
+		struct wsmeta *m = moved[i];
+		char *np = NULL;
+		if (asprintf(&np, "%s%s", to, m->path + nfrom) < 0) {
+			free(m->path);
+			free(m);
+			continue;
+		}
+		meta_drop(ws, np);
+		free(m->path);
+		m->path = np;
+		m->h.key = np;
+		/* A file put at a new name has the server's default mode. */
+		if (m->has_mode)
+			m->mode_queued = true;
+		htab_add(&ws->metas, &m->h);
+	}
+out:
+	free(moved);
+}
+
+/* The batch runs as "sh -c CMD": Linux refuses (E2BIG) any single exec
+ * argument over MAX_ARG_STRLEN, 128 KiB, so a batch stays well under it,
+ * counted as quoted. */
+#define MODE_BATCH_BYTES (96 * 1024)
+
+static size_t quoted_len(const char *s)
+{
+	size_t n = 3; /* space and two quotes */
+	for (; *s; s++)
+		n += *s == '\'' ? 4 : 1;
+	return n;
+}
+
+void workspace_seat(struct workspace *ws, bool held)
+{
+	if (!ws)
+		return;
+	struct wscache *c = ws->c;
+	pthread_mutex_lock(&c->lock);
+	ws->seats += held ? 1 : -1;
+	if (ws->seats < 0)
+		ws->seats = 0;
+	pthread_cond_broadcast(&c->cond); /* the retry thread may go on */
+	pthread_mutex_unlock(&c->lock);
+}
+
+int workspace_before_command(struct workspace *ws, char *why, size_t whylen)
+{
+	if (why && whylen)
+		why[0] = '\0';
+	if (!ws)
+		return 0;
+	struct wscache *c = ws->c;
+	/* The command sees what was written here, even by descriptors still
+	 * open or not yet released (an empty "touch" is uploaded at release,
+	 * which the kernel sends after close returns). An upload that cannot
+	 * be delivered now stops the command: it would run before the write,
+	 * and the retry would then put old data over what it made. */
+	char stuck[512];
+	int failed = ws_flush_all(c, ws, 60000, true, stuck, sizeof(stuck));
+	if (failed > 0) {
+		if (why && whylen)
+			snprintf(why, whylen,
+				 "not sent: the upload of workspace/%s is still "
+				 "pending%s; the command would overtake it",
+				 stuck[0] ? stuck : "a file",
+				 failed > 1 ? " (and others)" : "");
+		return -EIO;
+	}
+	for (int round = 0; round < 64; round++) {
+		/* One command per round: "chmod MODE -- 'a' 'b'" groups. */
+		pthread_mutex_lock(&c->lock);
+		struct wsmeta **batch = NULL;
+		size_t n = 0, cap = 0, bytes = 0;
+		for (size_t i = 0; i < ws->metas.nb && bytes < MODE_BATCH_BYTES; i++)
+			for (struct hlink *l = ws->metas.b[i];
+			     l && bytes < MODE_BATCH_BYTES; l = l->next) {
+				struct wsmeta *m = ws_container_of(l, struct wsmeta, h);
+				if (!m->mode_queued)
+					continue;
+				/* Not on the server yet: applied after its upload. */
+				struct wsfile *f = file_find(ws, m->path);
+				if (f && !f->remote_exists)
+					continue;
+				if (n == cap) {
+					cap = cap ? cap * 2 : 32;
+					struct wsmeta **p =
+					    realloc(batch, cap * sizeof(*p));
+					if (!p)
+						break;
+					batch = p;
+				}
+				batch[n++] = m;
+				bytes += quoted_len(m->path) + 1;
+			}
+		if (n == 0) {
+			pthread_mutex_unlock(&c->lock);
+			free(batch);
+			break;
+		}
+		if (!c->cfg.exec) {
+			pthread_mutex_unlock(&c->lock);
+			free(batch);
+			return -ENOTSUP;
+		}
+		char *cmd = NULL;
+		size_t len = 0;
+		FILE *out = open_memstream(&cmd, &len);
+		char **paths = calloc(n, sizeof(*paths));
+		int rc = out && paths ? 0 : -ENOMEM;
+		if (rc == 0)
+			fputs("r=0;", out);
+		for (size_t i = 0; i < n && rc == 0; i++) {
+			if (!batch[i])
+				continue;
+			mode_t mode = batch[i]->mode & 07777;
+			fprintf(out, " chmod %04o --", (unsigned)mode);
+			for (size_t k = i; k < n && rc == 0; k++) {
+				if (!batch[k] || (batch[k]->mode & 07777) != mode)
+					continue;
+				char *q = ws_shell_quote(batch[k]->path);
+				if (!q) {
+					rc = -ENOMEM;
+					break;
+				}
+				fprintf(out, " %s", q);
+				free(q);
+				batch[k]->mode_queued = false;
+				paths[k] = strdup(batch[k]->path);
+				batch[k] = NULL;
+			}
+			fputs(" || r=1;", out);
+		}
+		if (out) {
+			fputs(" exit $r", out);
+			if (ferror(out) && rc == 0)
+				rc = -ENOMEM;
+			fclose(out);
+		}
+		pthread_mutex_unlock(&c->lock);
+		free(batch);
+
+		int code = 0;
+		if (rc == 0)
+			rc = c->cfg.exec(c->cfg.exec_ctx, ws->id, cmd, &code);
+		free(cmd);
+
+		pthread_mutex_lock(&c->lock);
+		for (size_t i = 0; i < n; i++) {
+			if (!paths || !paths[i])
+				continue;
+			struct wsmeta *m = meta_get(ws, paths[i], false);
+			/* EIO: sent, outcome unknown; like any command it is
+			 * never sent again, and its modes are not known to be
+			 * applied. Other errors: not sent, still queued. */
+			if (m && rc < 0 && rc != -EIO)
+				m->mode_queued = true;
+			else if (m && (rc == -EIO || code != 0))
+				m->has_mode = false;
+			free(paths[i]);
+		}
+		pthread_mutex_unlock(&c->lock);
+		free(paths);
+		/* A mode not applied is reported by the file's mode, never by
+		 * holding the user's command back. */
+		if (rc < 0) {
+			ws_log(ws, "queued modes not applied: %s", strerror(-rc));
+			break;
+		}
+		if (code != 0)
+			ws_log(ws, "applying queued modes failed (exit %d)", code);
+	}
+	return 0;
+}
