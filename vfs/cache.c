@@ -21,7 +21,7 @@
 struct wsfile *file_find(struct workspace *ws, const char *path)
 {
 	struct hlink *l = htab_find(&ws->files, path);
-	return l ? ws_container_of(l, struct wsfile, h) : NULL;
+	return l ? htab_entry(l, struct wsfile, h) : NULL;
 }
 
 void file_expire_after_command(struct wsfile *f)

@@ -90,7 +90,7 @@ static void workspace_invalidate_pass(struct workspace *ws)
 			ADD_PATH(strdup(f->path));
 	for (size_t i = 0; i < ws->dirs.nb && !full; i++)
 		for (struct hlink *l = ws->dirs.b[i]; l && !full; l = l->next) {
-			struct wsdir *d = ws_container_of(l, struct wsdir, h);
+			struct wsdir *d = htab_entry(l, struct wsdir, h);
 			if (!d->loaded || d->err || !kernel_may_hold(c, &d->shown_ms))
 				continue;
 			for (size_t k = 0; k < d->n && !full; k++)

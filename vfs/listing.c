@@ -75,7 +75,7 @@ bool ws_machinery(const struct workspace *ws, const char *dir, const char *name)
 struct wsdir *dir_cached(struct workspace *ws, const char *path)
 {
 	struct hlink *l = htab_find(&ws->dirs, path);
-	return l ? ws_container_of(l, struct wsdir, h) : NULL;
+	return l ? htab_entry(l, struct wsdir, h) : NULL;
 }
 
 static int ent_cmp(const void *a, const void *b)
@@ -568,7 +568,7 @@ void dir_drop(struct workspace *ws, const char *path)
 {
 	for (size_t i = 0; i < ws->dirs.nb; i++)
 		for (struct hlink *l = ws->dirs.b[i]; l; l = l->next) {
-			struct wsdir *d = ws_container_of(l, struct wsdir, h);
+			struct wsdir *d = htab_entry(l, struct wsdir, h);
 			if (strcmp(d->path, path) == 0 || ws_is_under(d->path, path))
 				d->fetched_ms = 0;
 		}
@@ -585,7 +585,7 @@ void dir_free_all(struct workspace *ws)
 		struct hlink *l = ws->dirs.b[i];
 		while (l) {
 			struct hlink *next = l->next;
-			dir_free(ws_container_of(l, struct wsdir, h));
+			dir_free(htab_entry(l, struct wsdir, h));
 			l = next;
 		}
 	}

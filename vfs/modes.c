@@ -15,7 +15,7 @@ struct wsmeta *meta_get(struct workspace *ws, const char *path, bool create)
 {
 	struct hlink *l = htab_find(&ws->metas, path);
 	if (l)
-		return ws_container_of(l, struct wsmeta, h);
+		return htab_entry(l, struct wsmeta, h);
 	if (!create)
 		return NULL;
 	struct wsmeta *m = calloc(1, sizeof(*m));
@@ -50,7 +50,7 @@ void meta_move(struct workspace *ws, const char *from, const char *to)
 	size_t n = 0, cap = 0;
 	for (size_t i = 0; i < ws->metas.nb; i++)
 		for (struct hlink *l = ws->metas.b[i]; l; l = l->next) {
-			struct wsmeta *m = ws_container_of(l, struct wsmeta, h);
+			struct wsmeta *m = htab_entry(l, struct wsmeta, h);
 			if (strcmp(m->path, from) != 0 && !ws_is_under(m->path, from))
 				continue;
 			if (n == cap) {
@@ -144,7 +144,7 @@ int workspace_before_command(struct workspace *ws, char *why, size_t whylen)
 		for (size_t i = 0; i < ws->metas.nb && bytes < MODE_BATCH_BYTES; i++)
 			for (struct hlink *l = ws->metas.b[i];
 			     l && bytes < MODE_BATCH_BYTES; l = l->next) {
-				struct wsmeta *m = ws_container_of(l, struct wsmeta, h);
+				struct wsmeta *m = htab_entry(l, struct wsmeta, h);
 				if (!m->mode_queued)
 					continue;
 				/* Not on the server yet: applied after its upload. */

@@ -218,7 +218,7 @@ static void workspace_free(struct workspace *ws)
 		struct hlink *l = ws->metas.b[i];
 		while (l) {
 			struct hlink *next = l->next;
-			struct wsmeta *m = ws_container_of(l, struct wsmeta, h);
+			struct wsmeta *m = htab_entry(l, struct wsmeta, h);
 			free(m->path);
 			free(m);
 			l = next;

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/htab.h"
 #include "common/log.h"
 #include "workspace.h"
 
@@ -30,36 +31,6 @@
 #define WS_FILE_MODE 0644
 #define WS_DIR_MODE  0755
 
-/* --- a small string-keyed hash table (intrusive) -------------------------*/
-
-/*
- * Starts small and doubles its bucket array when it holds more links than
- * buckets, so an idle workspace costs a few hundred bytes and a big one
- * keeps short chains. If a larger array cannot be allocated the table keeps
- * the old one: lookups stay correct, only slower. It never shrinks, so a
- * caller walking the buckets (b[0..nb)) may delete the link it stands on;
- * adding while walking is not allowed (it may rehash).
- */
-struct hlink {
-	struct hlink *next;
-	const char *key; /* owned by the containing object */
-};
-
-struct htab {
-	struct hlink **b;
-	size_t nb; /* a power of two */
-	size_t n;
-};
-
-/* nb is the initial bucket count, rounded up to a power of two (0: 16). */
-int htab_init(struct htab *t, size_t nb);
-void htab_free(struct htab *t); /* frees the buckets, not the objects */
-void htab_add(struct htab *t, struct hlink *l);
-void htab_del(struct htab *t, struct hlink *l);
-struct hlink *htab_find(const struct htab *t, const char *key);
-
-#define ws_container_of(ptr, type, member)                                               \
-	((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 /* --- listings -------------------------------------------------------------*/
 

@@ -1,14 +1,13 @@
 /*
- * htab.c — the intrusive string-keyed hash table of the workspace core
- * (struct htab, workspace_i.h): its buckets double as it fills.
+ * htab.c — the intrusive string-keyed hash table (common/htab.h): its
+ * buckets double as it fills.
  */
+#include "common/htab.h"
+
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "workspace_i.h"
-
-/* --- hash table ---------------------------------------------------------------*/
 
 static size_t hash_str(const char *s)
 {

@@ -1,5 +1,5 @@
 /*
- * test_htab.c — the workspace core's intrusive hash table (vfs/htab):
+ * test_htab.c — the intrusive hash table (common/htab.h):
  * starts small, grows as keys are added, and finds every key before and
  * after half of them are deleted. No server, no mount.
  */
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "../lib/check.h"
-#include "workspace_i.h"
+#include "common/htab.h"
 
 #define NKEYS 100000
 
@@ -20,7 +20,7 @@ struct item {
 static struct item *find(const struct htab *t, const char *key)
 {
 	struct hlink *l = htab_find(t, key);
-	return l ? ws_container_of(l, struct item, h) : NULL;
+	return l ? htab_entry(l, struct item, h) : NULL;
 }
 
 int main(void)
