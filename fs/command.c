@@ -68,9 +68,9 @@ bool fs_should_stop_waiting(struct fs_mount *m)
 {
 	if (atomic_load(&m->stopping))
 		return true;
-	if (fuse_get_context() && fuse_interrupted())
+	if (fs_ll_interrupted())
 		return true;
-	if (m->fuse && fuse_session_exited(fuse_get_session(m->fuse)))
+	if (m->se && fuse_session_exited(m->se))
 		return true;
 	return false;
 }
@@ -177,15 +177,15 @@ static void fs_invalidate_results(struct fs_mount *m, struct fs_sandbox *sb)
 {
 	static const char *const files[] = {"stdout", "stderr", "exit",
 					    "status", "last",	"info"};
-	if (!m->fuse || atomic_load(&m->stopping))
+	if (!m->se || atomic_load(&m->stopping))
 		return;
 	char path[512];
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		snprintf(path, sizeof(path), "/%s/%s", sb->id, files[i]);
-		fuse_invalidate_path(m->fuse, path);
+		fs_ll_invalidate_path(m, path);
 	}
 	snprintf(path, sizeof(path), "/%s/runs", sb->id);
-	fuse_invalidate_path(m->fuse, path);
+	fs_ll_invalidate_path(m, path);
 }
 
 static void fs_invalidate_workspace(struct fs_mount *m, struct fs_sandbox *sb,
@@ -195,11 +195,11 @@ static void fs_invalidate_workspace(struct fs_mount *m, struct fs_sandbox *sb,
 		return;
 	if (ws)
 		workspace_invalidate(ws);
-	if (!m->fuse || atomic_load(&m->stopping))
+	if (!m->se || atomic_load(&m->stopping))
 		return;
 	char path[512];
 	snprintf(path, sizeof(path), "/%s/workspace", sb->id);
-	fuse_invalidate_path(m->fuse, path);
+	fs_ll_invalidate_path(m, path);
 }
 
 /* Records the outcome in the journal and the model, frees the seat. */

@@ -219,23 +219,6 @@ static int fs_setup_backend(struct fs_mount *m)
 	return 0;
 }
 
-static void fs_wake(int sig)
-{
-	(void)sig;
-}
-
-/* cfg->intr is set in init, after fuse_new would have installed the
- * handler of the signal libfuse sends to a thread whose request was
- * interrupted (SIGUSR1): without one, that signal kills the daemon. */
-static int fs_install_intr_handler(void)
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = fs_wake;
-	sigemptyset(&sa.sa_mask);
-	return sigaction(SIGUSR1, &sa, NULL);
-}
-
 static int fs_run_check(struct fs_mount *m)
 {
 	int bad = journal_registry_check(stdout);
@@ -328,9 +311,14 @@ int main(int argc, char *argv[])
 		fuse_opt_add_arg(&args, "-odefault_permissions");
 	fuse_opt_add_arg(&args, "-osubtype=sandboxfs");
 	fuse_opt_add_arg(&args, "-ofsname=sandboxfs");
-	/* fuse_new checks the remaining options before anything starts */
-	m->fuse = fuse_new(&args, &fs_ops, sizeof(fs_ops), m);
-	if (!m->fuse)
+	/* fuse_session_new checks the remaining options before anything
+	 * starts */
+	if (fs_ll_setup(m->opt.debug != 0) < 0) {
+		fs_log("out of memory");
+		goto out_args;
+	}
+	m->se = fuse_session_new(&args, &fs_ll_ops, sizeof(fs_ll_ops), m);
+	if (!m->se)
 		goto out_args;
 
 	if (fs_prepare_state(m) < 0)
@@ -445,21 +433,21 @@ int main(int argc, char *argv[])
 		fs_orch_refresh(m, true);
 	}
 
-	struct fuse_session *se = fuse_get_session(m->fuse);
-	if (fuse_mount(m->fuse, m->opt.mountpoint) != 0)
+	struct fuse_session *se = m->se;
+	if (fuse_session_mount(se, m->opt.mountpoint) != 0)
 		goto out_ws;
 	if (fuse_daemonize(m->opt.foreground) != 0)
 		goto out_unmount;
-	if (fuse_set_signal_handlers(se) != 0 || fs_install_intr_handler() != 0)
+	if (fuse_set_signal_handlers(se) != 0)
 		goto out_unmount;
 
 	if (m->opt.singlethread) {
-		ret = fuse_loop(m->fuse);
+		ret = fuse_session_loop(se);
 	} else {
 		struct fuse_loop_config *lc = fuse_loop_cfg_create();
 		fuse_loop_cfg_set_max_threads(lc, (unsigned)m->opt.max_threads);
 		fuse_loop_cfg_set_idle_threads(lc, 16);
-		ret = fuse_loop_mt(m->fuse, lc);
+		ret = fuse_session_loop_mt(se, lc);
 		fuse_loop_cfg_destroy(lc);
 	}
 	ret = ret < 0 ? 1 : 0;
@@ -468,10 +456,16 @@ int main(int argc, char *argv[])
 
 out_unmount:
 	atomic_store(&m->stopping, true);
-	fuse_unmount(m->fuse);
+	fuse_session_unmount(m->se);
 out_ws:
 	fs_keepalive_stop(m);
 	running = fs_command_drain(m, 10);
+	/* requests answered from threads of their own end with the session
+	 * (fs_should_stop_waiting); none may answer after it is destroyed */
+	for (int i = 0; i < 1000 && atomic_load(&m->ll_waiters) > 0; i++)
+		usleep(10000);
+	if (atomic_load(&m->ll_waiters) > 0 && running == 0)
+		running = atomic_load(&m->ll_waiters);
 	/* a command thread still running may yet touch its workspace; the
 	 * pending uploads are journaled and retried by the next mount */
 	if (m->wscache && running == 0)
@@ -491,7 +485,7 @@ out_backend:
 out_journal:
 	journal_close(m->journal);
 out_fuse:
-	fuse_destroy(m->fuse);
+	fuse_session_destroy(m->se);
 out_args:
 	fuse_opt_free_args(&args);
 	if (m->token)

@@ -14,6 +14,7 @@
 #define FUSE_USE_VERSION 314
 #endif
 #include <fuse.h>
+#include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -124,7 +125,8 @@ struct fs_mount {
 	struct journal *journal;
 	struct journal_open_report jreport;
 	struct wscache *wscache;
-	struct fuse *fuse;
+	struct fuse_session *se; /* set once mounted */
+	atomic_int ll_waiters;	 /* requests answered from threads of their own */
 	char *template_json; /* -o template=PATH, validated at start */
 	pthread_t keepalive;
 	bool keepalive_started;
@@ -319,6 +321,22 @@ bool fs_ws_interrupted(void *ctx);
 bool fs_ws_exited(void *ctx);
 
 /* --- FUSE operations (ops.c) and file contents (content.c) --------------*/
+/* The model's operations, by path, in libfuse's high-level shapes;
+ * lowlevel.c serves them to the kernel. */
 extern const struct fuse_operations fs_ops;
+/* At the kernel's INIT: starts what runs beside the requests. */
+void fs_ops_start(struct fs_mount *m, struct fuse_conn_info *conn);
+/* Whether a read (or write) of the open file fh may wait for a command. */
+bool fs_ops_may_wait(uint64_t fh, bool write);
+
+/* --- the low-level adapter (lowlevel.c) -----------------------------------*/
+extern const struct fuse_lowlevel_ops fs_ll_ops;
+/* Sets up the node table; debug: -d logs each request's path. 0 or
+ * -ENOMEM. */
+int fs_ll_setup(bool debug);
+/* Whether the request this thread answers was interrupted. */
+bool fs_ll_interrupted(void);
+/* Drops the kernel's attributes and pages of path, if it holds any. */
+void fs_ll_invalidate_path(struct fs_mount *m, const char *path);
 
 #endif

@@ -741,24 +741,9 @@ static int fs_removexattr(const char *path, const char *name)
 	return -ENOTSUP;
 }
 
-static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
+void fs_ops_start(struct fs_mount *m, struct fuse_conn_info *conn)
 {
-	struct fs_mount *m = fs_m();
-	cfg->hard_remove = 1;
-	cfg->use_ino = 0;
-	cfg->intr = 1;
-	cfg->nullpath_ok = 0;
-	/* The kernel keeps names and attributes for attr_timeout. A name a
-	 * command removed can stay positive in the kernel that long (the
-	 * high-level API cannot drop a dentry): workspace_open answers ESTALE
-	 * for it, so the kernel looks the name up again and open(O_CREAT)
-	 * creates it. Attributes are invalidated after every command. */
-	cfg->entry_timeout = m->opt.attr_timeout;
-	cfg->attr_timeout = m->opt.attr_timeout;
-	cfg->negative_timeout = 0;
-	cfg->kernel_cache = 0;
 	conn->max_write = FS_MAX_WRITE;
-	m->fuse = fuse_get_context()->fuse;
 	if (m->wscache) {
 		int rc = wscache_start(m->wscache);
 		if (rc < 0)
@@ -768,11 +753,23 @@ static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	int krc = fs_keepalive_start(m);
 	if (krc < 0)
 		fs_log("keepalive: cannot start its thread: %s", strerror(-krc));
-	return m;
+}
+
+bool fs_ops_may_wait(uint64_t fh, bool write)
+{
+	struct fs_handle *hh = fs_handle_of(fh);
+	if (hh->kind != FS_HANDLE_CONTROL)
+		return false;
+	struct fs_ctl_handle *h = (struct fs_ctl_handle *)hh;
+	if (write)
+		return h->loc.file == FS_F_CTL || h->loc.file == FS_F_MCTL;
+	pthread_mutex_lock(&h->lock);
+	bool waits = !h->loaded && fs_file_waits(&h->loc);
+	pthread_mutex_unlock(&h->lock);
+	return waits;
 }
 
 const struct fuse_operations fs_ops = {
-    .init = fs_init,
     .getattr = fs_getattr,
     .opendir = fs_opendir,
     .readdir = fs_readdir,

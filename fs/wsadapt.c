@@ -38,18 +38,18 @@ void fs_ws_invalidate(void *ctx, const char *sandbox_id, const char *rel)
 	char *p = NULL;
 	if (asprintf(&p, "/%s/workspace%s%s", sandbox_id, rel[0] ? "/" : "", rel) < 0)
 		return;
-	fuse_invalidate_path(m->fuse, p);
+	fs_ll_invalidate_path(m, p);
 	free(p);
 }
 
 bool fs_ws_interrupted(void *ctx)
 {
 	(void)ctx;
-	return fuse_interrupted() != 0;
+	return fs_ll_interrupted();
 }
 
 bool fs_ws_exited(void *ctx)
 {
 	struct fs_mount *m = ctx;
-	return fuse_session_exited(fuse_get_session(m->fuse)) != 0;
+	return m->se && fuse_session_exited(m->se) != 0;
 }

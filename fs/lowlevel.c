@@ -1,0 +1,1079 @@
+/*
+ * lowlevel.c — the mount served through libfuse's low-level API.
+ *
+ * The kernel names files by inode number; the model (ops.c) by path. This
+ * keeps the table between the two, as the kernel sees it: one node per
+ * name the kernel was given (lookup, create, mkdir, readdirplus), with the
+ * exact count of lookups it holds, freed when the kernel forgets it. A node
+ * a command replaced by another type gets a new number, so the kernel
+ * never sees an inode change type.
+ *
+ * Operations that can wait for a sandbox (a write to ctl or .sandboxfs/ctl,
+ * a read of a result the running command has not written yet, mkdir and
+ * rmdir of a sandbox) are answered from a thread of their own: the FUSE
+ * worker that took the request goes back to the kernel at once, so a mount
+ * with hundreds of running commands still answers ls and stat. The reply
+ * is sent when the work ends; FUSE_INTERRUPT still ends a wait with EINTR
+ * (fs_ll_interrupted). Everything else runs on the worker that got it.
+ */
+#include "mount_i.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+
+#include "common/htab.h"
+#include "handle.h"
+#include "node_i.h"
+
+/* --- the node table --------------------------------------------------------*/
+
+struct ll_node {
+	struct hlink by_ino;  /* key: ino_key */
+	struct hlink by_name; /* key: name_key; in the table while named */
+	fuse_ino_t ino;
+	struct ll_node *parent; /* NULL: the root, or unnamed */
+	char *name;		/* NULL once unlinked, removed or replaced */
+	char *name_key;		/* "<parent ino>/<name>" */
+	uint64_t nlookup;	/* what the kernel holds */
+	unsigned children;	/* named nodes whose parent this is */
+	mode_t type;		/* S_IFMT of what the kernel was told */
+	char ino_key[24];
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct htab by_ino, by_name;
+	fuse_ino_t next_ino;
+	struct ll_node root;
+	bool ready;
+	bool debug; /* -d: each request's path too (libfuse prints numbers) */
+} ll = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* The request this thread is answering, for fs_ll_interrupted. */
+static __thread fuse_req_t ll_current;
+
+static struct fs_mount *ll_m(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static int ll_table_init(void)
+{
+	if (ll.ready)
+		return 0;
+	if (htab_init(&ll.by_ino, 1024) < 0 || htab_init(&ll.by_name, 1024) < 0)
+		return -ENOMEM;
+	ll.root.ino = FUSE_ROOT_ID;
+	ll.root.type = S_IFDIR;
+	ll.root.nlookup = 1; /* never forgotten */
+	snprintf(ll.root.ino_key, sizeof(ll.root.ino_key), "%" PRIx64,
+		 (uint64_t)FUSE_ROOT_ID);
+	ll.root.by_ino.key = ll.root.ino_key;
+	htab_add(&ll.by_ino, &ll.root.by_ino);
+	ll.next_ino = FUSE_ROOT_ID + 1;
+	ll.ready = true;
+	return 0;
+}
+
+/* ll.lock held. */
+static struct ll_node *ll_node_of(fuse_ino_t ino)
+{
+	char key[24];
+	snprintf(key, sizeof(key), "%" PRIx64, (uint64_t)ino);
+	struct hlink *l = htab_find(&ll.by_ino, key);
+	return l ? htab_entry(l, struct ll_node, by_ino) : NULL;
+}
+
+static char *ll_name_key(fuse_ino_t parent, const char *name)
+{
+	char *k = NULL;
+	return asprintf(&k, "%" PRIx64 "/%s", (uint64_t)parent, name) < 0 ? NULL : k;
+}
+
+/* The named child of parent, or NULL. ll.lock held. */
+static struct ll_node *ll_child(fuse_ino_t parent, const char *name)
+{
+	char *k = ll_name_key(parent, name);
+	if (!k)
+		return NULL;
+	struct hlink *l = htab_find(&ll.by_name, k);
+	free(k);
+	return l ? htab_entry(l, struct ll_node, by_name) : NULL;
+}
+
+static void ll_maybe_free(struct ll_node *n);
+
+/* Takes the node's name away (unlinked, removed, replaced): the kernel may
+ * still hold its number, the model no longer knows it. ll.lock held. */
+static void ll_unname(struct ll_node *n)
+{
+	if (!n->name)
+		return;
+	htab_del(&ll.by_name, &n->by_name);
+	free(n->name);
+	free(n->name_key);
+	n->name = n->name_key = NULL;
+	struct ll_node *p = n->parent;
+	n->parent = NULL;
+	if (p) {
+		p->children--;
+		ll_maybe_free(p);
+	}
+	ll_maybe_free(n);
+}
+
+/* Frees a node the kernel forgot and that no named child needs for its
+ * path. ll.lock held. */
+static void ll_maybe_free(struct ll_node *n)
+{
+	if (n == &ll.root || n->nlookup > 0 || n->children > 0)
+		return;
+	if (n->name) {
+		ll_unname(n); /* comes back here unnamed */
+		return;
+	}
+	htab_del(&ll.by_ino, &n->by_ino);
+	free(n);
+}
+
+/* Gives parent/name to n. ll.lock held; 0 or -ENOMEM. */
+static int ll_name(struct ll_node *n, struct ll_node *parent, const char *name)
+{
+	char *nm = strdup(name);
+	char *k = ll_name_key(parent->ino, name);
+	if (!nm || !k) {
+		free(nm);
+		free(k);
+		return -ENOMEM;
+	}
+	n->name = nm;
+	n->name_key = k;
+	n->by_name.key = k;
+	n->parent = parent;
+	parent->children++;
+	htab_add(&ll.by_name, &n->by_name);
+	return 0;
+}
+
+/* The node the kernel is told about for parent/name with type st_mode, one
+ * more lookup counted; a name whose type changed gets a fresh number.
+ * Returns its number, or 0 when out of memory. */
+static fuse_ino_t ll_remember(fuse_ino_t parent_ino, const char *name, mode_t st_mode)
+{
+	fuse_ino_t ino = 0;
+	pthread_mutex_lock(&ll.lock);
+	struct ll_node *parent = ll_node_of(parent_ino);
+	if (!parent || (!parent->name && parent != &ll.root))
+		goto out;
+	struct ll_node *n = ll_child(parent_ino, name);
+	if (n && n->type != (st_mode & S_IFMT)) {
+		ll_unname(n);
+		n = NULL;
+	}
+	if (!n) {
+		n = calloc(1, sizeof(*n));
+		if (!n)
+			goto out;
+		n->ino = ll.next_ino++;
+		n->type = st_mode & S_IFMT;
+		snprintf(n->ino_key, sizeof(n->ino_key), "%" PRIx64, (uint64_t)n->ino);
+		n->by_ino.key = n->ino_key;
+		if (ll_name(n, parent, name) < 0) {
+			free(n);
+			goto out;
+		}
+		htab_add(&ll.by_ino, &n->by_ino);
+	}
+	n->nlookup++;
+	ino = n->ino;
+out:
+	pthread_mutex_unlock(&ll.lock);
+	return ino;
+}
+
+static void ll_forget_one(fuse_ino_t ino, uint64_t nlookup)
+{
+	pthread_mutex_lock(&ll.lock);
+	struct ll_node *n = ll_node_of(ino);
+	if (n && n != &ll.root) {
+		n->nlookup = nlookup < n->nlookup ? n->nlookup - nlookup : 0;
+		ll_maybe_free(n);
+	}
+	pthread_mutex_unlock(&ll.lock);
+}
+
+/* The model's path of a node ("/" for the root), malloc'ed; NULL with
+ * *err set when the number is unknown (ESTALE) or the name is gone
+ * (ENOENT), or out of memory. ll.lock held. */
+static char *ll_path_locked(fuse_ino_t ino, const char *child, int *err)
+{
+	struct ll_node *n = ll_node_of(ino);
+	if (!n) {
+		*err = ESTALE;
+		return NULL;
+	}
+	size_t len = child ? strlen(child) + 1 : 0;
+	for (struct ll_node *p = n; p != &ll.root; p = p->parent) {
+		if (!p->name) {
+			*err = ENOENT;
+			return NULL;
+		}
+		len += strlen(p->name) + 1;
+	}
+	char *path = malloc(len + 2);
+	if (!path) {
+		*err = ENOMEM;
+		return NULL;
+	}
+	char *end = path + len + 1;
+	*end = '\0';
+	if (child) {
+		size_t l = strlen(child);
+		end -= l;
+		memcpy(end, child, l);
+		*--end = '/';
+	}
+	for (struct ll_node *p = n; p != &ll.root; p = p->parent) {
+		size_t l = strlen(p->name);
+		end -= l;
+		memcpy(end, p->name, l);
+		*--end = '/';
+	}
+	if (end == path + len + 1) { /* the root itself */
+		path[0] = '/';
+		path[1] = '\0';
+		return path;
+	}
+	memmove(path, end, strlen(end) + 1);
+	return path;
+}
+
+static char *ll_path(fuse_ino_t ino, const char *child, int *err)
+{
+	pthread_mutex_lock(&ll.lock);
+	char *p = ll_path_locked(ino, child, err);
+	pthread_mutex_unlock(&ll.lock);
+	if (ll.debug)
+		fuse_log(FUSE_LOG_DEBUG, "   node %" PRIu64 "%s%s: %s\n", (uint64_t)ino,
+			 child ? " name " : "", child ? child : "", p ? p : strerror(*err));
+	return p;
+}
+
+/* A node's name changes with a rename. */
+static void ll_moved(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		     const char *newname)
+{
+	pthread_mutex_lock(&ll.lock);
+	struct ll_node *n = ll_child(parent, name);
+	struct ll_node *np = ll_node_of(newparent);
+	struct ll_node *old = ll_child(newparent, newname);
+	if (old && old != n)
+		ll_unname(old);
+	if (n && np) {
+		n->nlookup++; /* kept alive while it has no name */
+		ll_unname(n);
+		n->nlookup--;
+		if (ll_name(n, np, newname) < 0)
+			ll_maybe_free(n);
+	}
+	pthread_mutex_unlock(&ll.lock);
+}
+
+static void ll_removed(fuse_ino_t parent, const char *name)
+{
+	pthread_mutex_lock(&ll.lock);
+	struct ll_node *n = ll_child(parent, name);
+	if (n)
+		ll_unname(n);
+	pthread_mutex_unlock(&ll.lock);
+}
+
+/* --- requests ---------------------------------------------------------------*/
+
+bool fs_ll_interrupted(void)
+{
+	return ll_current && fuse_req_interrupted(ll_current);
+}
+
+static double ll_timeout(fuse_req_t req)
+{
+	return ll_m(req)->opt.attr_timeout;
+}
+
+/* Answers a lookup of parent/name from the model's attributes. */
+static int ll_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
+		    struct fuse_entry_param *e)
+{
+	int err = 0;
+	char *path = ll_path(parent, name, &err);
+	if (!path)
+		return -err;
+	memset(e, 0, sizeof(*e));
+	int rc = fs_ops.getattr(path, &e->attr, NULL);
+	free(path);
+	if (rc < 0)
+		return rc;
+	e->ino = ll_remember(parent, name, e->attr.st_mode);
+	if (!e->ino)
+		return -ENOMEM;
+	e->attr.st_ino = e->ino;
+	e->attr_timeout = e->entry_timeout = ll_timeout(req);
+	return 0;
+}
+
+static void ll_reply_entry(fuse_req_t req, fuse_ino_t parent, const char *name, int rc)
+{
+	struct fuse_entry_param e;
+	if (rc == 0)
+		rc = ll_entry(req, parent, name, &e);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else if (fuse_reply_entry(req, &e) == -ENOENT)
+		ll_forget_one(e.ino, 1); /* the caller was interrupted */
+}
+
+static void ll_init(void *userdata, struct fuse_conn_info *conn)
+{
+	fs_ops_start(userdata, conn);
+}
+
+static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	ll_current = req;
+	ll_reply_entry(req, parent, name, 0);
+	ll_current = NULL;
+}
+
+static void ll_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	ll_forget_one(ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
+{
+	for (size_t i = 0; i < count; i++)
+		ll_forget_one(f[i].ino, f[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	int err = 0;
+	char *path = ll_path(ino, NULL, &err);
+	struct stat st;
+	memset(&st, 0, sizeof(st));
+	int rc = path || fi ? fs_ops.getattr(path, &st, fi) : -err;
+	free(path);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	st.st_ino = ino;
+	fuse_reply_attr(req, &st, ll_timeout(req));
+}
+
+static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	int err = 0;
+	char *path = ll_path(ino, NULL, &err);
+	int rc = 0;
+	ll_current = req;
+	if (!path && !(fi && to_set == FUSE_SET_ATTR_SIZE)) {
+		rc = -err;
+		goto out;
+	}
+	if (to_set & FUSE_SET_ATTR_MODE)
+		rc = fs_ops.chmod(path, attr->st_mode, fi);
+	if (rc == 0 && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)))
+		rc = fs_ops.chown(path, to_set & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1,
+				  to_set & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1, fi);
+	if (rc == 0 && (to_set & FUSE_SET_ATTR_SIZE))
+		rc = fs_ops.truncate(path, attr->st_size, fi);
+	if (rc == 0 && (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
+		struct timespec tv[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_nsec = UTIME_OMIT}};
+		if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+			tv[0].tv_nsec = UTIME_NOW;
+		else if (to_set & FUSE_SET_ATTR_ATIME)
+			tv[0] = attr->st_atim;
+		if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+			tv[1].tv_nsec = UTIME_NOW;
+		else if (to_set & FUSE_SET_ATTR_MTIME)
+			tv[1] = attr->st_mtim;
+		rc = fs_ops.utimens(path, tv, fi);
+	}
+out:
+	ll_current = NULL;
+	free(path);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		ll_getattr(req, ino, fi);
+}
+
+/* --- what waits runs on a thread of its own ---------------------------------*/
+
+struct ll_async {
+	fuse_req_t req;
+	void (*run)(struct ll_async *a);
+	fuse_ino_t ino;
+	char *name;
+	mode_t mode;
+	struct fuse_file_info fi;
+	char *buf;
+	size_t size;
+	off_t off;
+};
+
+static void ll_async_free(struct ll_async *a)
+{
+	free(a->name);
+	free(a->buf);
+	free(a);
+}
+
+static void *ll_async_main(void *arg)
+{
+	struct ll_async *a = arg;
+	struct fs_mount *m = ll_m(a->req);
+	ll_current = a->req;
+	a->run(a);
+	ll_current = NULL;
+	ll_async_free(a);
+	atomic_fetch_sub(&m->ll_waiters, 1);
+	return NULL;
+}
+
+/* Runs a->run on a detached thread, or here when none can be started. */
+static void ll_async_start(struct ll_async *a)
+{
+	struct fs_mount *m = ll_m(a->req);
+	pthread_attr_t attr;
+	pthread_t t;
+	atomic_fetch_add(&m->ll_waiters, 1);
+	if (pthread_attr_init(&attr) == 0) {
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		int rc = pthread_create(&t, &attr, ll_async_main, a);
+		pthread_attr_destroy(&attr);
+		if (rc == 0)
+			return;
+	}
+	ll_async_main(a);
+}
+
+static struct ll_async *ll_async_new(fuse_req_t req, void (*run)(struct ll_async *),
+				     fuse_ino_t ino, const char *name)
+{
+	struct ll_async *a = calloc(1, sizeof(*a));
+	if (!a || (name && !(a->name = strdup(name)))) {
+		free(a);
+		return NULL;
+	}
+	a->req = req;
+	a->run = run;
+	a->ino = ino;
+	return a;
+}
+
+/* --- directories -------------------------------------------------------------*/
+
+static void ll_do_mkdir(struct ll_async *a)
+{
+	int err = 0;
+	char *path = ll_path(a->ino, a->name, &err);
+	int rc = path ? fs_ops.mkdir(path, a->mode) : -err;
+	free(path);
+	ll_reply_entry(a->req, a->ino, a->name, rc);
+}
+
+static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct ll_async *a = ll_async_new(req, ll_do_mkdir, parent, name);
+	if (!a) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	a->mode = mode;
+	if (parent == FUSE_ROOT_ID) { /* a create: may take seconds */
+		ll_async_start(a);
+		return;
+	}
+	ll_current = req;
+	ll_do_mkdir(a);
+	ll_current = NULL;
+	ll_async_free(a);
+}
+
+/* unlink (mode 0) or rmdir (S_IFDIR). */
+static void ll_do_remove(struct ll_async *a)
+{
+	int err = 0;
+	char *path = ll_path(a->ino, a->name, &err);
+	int rc = !path ? -err : a->mode ? fs_ops.rmdir(path) : fs_ops.unlink(path);
+	free(path);
+	if (rc == 0)
+		ll_removed(a->ino, a->name);
+	fuse_reply_err(a->req, rc < 0 ? -rc : 0);
+}
+
+static void ll_remove(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t dir)
+{
+	struct ll_async *a = ll_async_new(req, ll_do_remove, parent, name);
+	if (!a) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	a->mode = dir;
+	if (dir && parent == FUSE_ROOT_ID) { /* a delete: may take seconds */
+		ll_async_start(a);
+		return;
+	}
+	ll_current = req;
+	ll_do_remove(a);
+	ll_current = NULL;
+	ll_async_free(a);
+}
+
+static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	ll_remove(req, parent, name, S_IFDIR);
+}
+
+static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	ll_remove(req, parent, name, 0);
+}
+
+static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	int err = 0;
+	char *from = ll_path(parent, name, &err);
+	char *to = from ? ll_path(newparent, newname, &err) : NULL;
+	ll_current = req;
+	int rc = from && to ? fs_ops.rename(from, to, flags) : -err;
+	ll_current = NULL;
+	free(from);
+	free(to);
+	if (rc == 0)
+		ll_moved(parent, name, newparent, newname);
+	fuse_reply_err(req, rc < 0 ? -rc : 0);
+}
+
+static void ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	int err = 0;
+	char *path = ll_path(parent, name, &err);
+	ll_current = req;
+	int rc = path ? fs_ops.symlink(link, path) : -err;
+	ll_current = NULL;
+	free(path);
+	ll_reply_entry(req, parent, name, rc);
+}
+
+static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	int err = 0;
+	char *from = ll_path(ino, NULL, &err);
+	char *to = from ? ll_path(newparent, newname, &err) : NULL;
+	int rc = from && to ? fs_ops.link(from, to) : -err;
+	free(from);
+	free(to);
+	ll_reply_entry(req, newparent, newname, rc);
+}
+
+/* An open directory: the model's own handle, and the entries of a listing
+ * the model gives whole (offset 0 to the filler), served by index. */
+struct ll_dir {
+	uint64_t fh;
+	fuse_ino_t ino;
+	char *path;
+	bool whole; /* entries[] holds the whole listing */
+	struct ll_dirent {
+		char *name;
+		struct stat st;
+		bool has_st;
+	} *entries;
+	size_t n, cap;
+};
+
+static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	int err = 0;
+	struct ll_dir *d = calloc(1, sizeof(*d));
+	char *path = ll_path(ino, NULL, &err);
+	if (!d || !path) {
+		free(d);
+		free(path);
+		fuse_reply_err(req, d ? err : ENOMEM);
+		return;
+	}
+	struct fuse_file_info inner = *fi;
+	ll_current = req;
+	int rc = fs_ops.opendir(path, &inner);
+	ll_current = NULL;
+	if (rc < 0) {
+		free(path);
+		free(d);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	d->fh = inner.fh;
+	d->ino = ino;
+	d->path = path;
+	fi->fh = (uint64_t)(uintptr_t)d;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		inner.fh = d->fh;
+		fs_ops.releasedir(d->path, &inner);
+		free(d->path);
+		free(d);
+	}
+}
+
+/* One readdir reply being filled. */
+struct ll_fill {
+	fuse_req_t req;
+	struct ll_dir *d;
+	bool plus;
+	char *buf;
+	size_t size, used;
+	bool collect; /* whole listing: keep entries in d */
+};
+
+static bool ll_dot(const char *name)
+{
+	return strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
+}
+
+/* Adds one entry at offset off to the reply; 1 when it does not fit. */
+static int ll_add(struct ll_fill *f, const char *name, const struct stat *st, bool has_st,
+		  off_t off)
+{
+	size_t room = f->size - f->used;
+	if (!f->plus) {
+		struct stat s = {.st_ino = has_st && st->st_ino ? st->st_ino : 1,
+				 .st_mode = has_st ? st->st_mode : 0};
+		size_t need = fuse_add_direntry(f->req, NULL, 0, name, &s, off);
+		if (need > room)
+			return 1;
+		fuse_add_direntry(f->req, f->buf + f->used, room, name, &s, off);
+		f->used += need;
+		return 0;
+	}
+	struct fuse_entry_param e;
+	memset(&e, 0, sizeof(e));
+	e.attr.st_ino = 1;
+	size_t need = fuse_add_direntry_plus(f->req, NULL, 0, name, &e, off);
+	if (need > room)
+		return 1;
+	if (!ll_dot(name)) {
+		if (has_st) {
+			e.attr = *st;
+			e.ino = ll_remember(f->d->ino, name, st->st_mode);
+			e.attr.st_ino = e.ino;
+			e.attr_timeout = e.entry_timeout = ll_timeout(f->req);
+		} else if (ll_entry(f->req, f->d->ino, name, &e) < 0) {
+			memset(&e, 0, sizeof(e)); /* listed, not looked up */
+		}
+		if (!e.ino)
+			e.attr.st_ino = 1;
+	}
+	fuse_add_direntry_plus(f->req, f->buf + f->used, room, name, &e, off);
+	f->used += need;
+	return 0;
+}
+
+static int ll_filler(void *buf, const char *name, const struct stat *st, off_t off,
+		     enum fuse_fill_dir_flags flags)
+{
+	struct ll_fill *f = buf;
+	bool has_st = st && (flags & FUSE_FILL_DIR_PLUS);
+	if (off == 0 || f->collect) {
+		/* a whole listing: kept, served by index below */
+		struct ll_dir *d = f->d;
+		f->collect = true;
+		if (d->n == d->cap) {
+			size_t cap = d->cap ? d->cap * 2 : 32;
+			struct ll_dirent *ne = realloc(d->entries, cap * sizeof(*ne));
+			if (!ne)
+				return 1;
+			d->entries = ne;
+			d->cap = cap;
+		}
+		struct ll_dirent *de = &d->entries[d->n];
+		if (!(de->name = strdup(name)))
+			return 1;
+		de->has_st = has_st;
+		if (has_st)
+			de->st = *st;
+		d->n++;
+		return 0;
+	}
+	return ll_add(f, name, st, has_st, off);
+}
+
+static void ll_do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi,
+			  bool plus)
+{
+	struct ll_dir *d = (struct ll_dir *)(uintptr_t)fi->fh;
+	struct ll_fill f = {.req = req, .d = d, .plus = plus, .size = size};
+	f.buf = malloc(size ? size : 1);
+	if (!f.buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	int rc = 0;
+	if (off == 0) { /* the first pass, or rewinddir: listed afresh */
+		for (size_t i = 0; i < d->n; i++)
+			free(d->entries[i].name);
+		d->n = 0;
+		d->whole = false;
+	}
+	if (!d->whole) {
+		struct fuse_file_info inner = *fi;
+		inner.fh = d->fh;
+		ll_current = req;
+		rc = fs_ops.readdir(d->path, &f, ll_filler, off, &inner,
+				    plus ? FUSE_READDIR_PLUS : 0);
+		ll_current = NULL;
+		if (f.collect)
+			d->whole = true;
+	}
+	if (rc == 0 && d->whole)
+		for (size_t i = (size_t)off; i < d->n; i++) {
+			struct ll_dirent *de = &d->entries[i];
+			if (ll_add(&f, de->name, &de->st, de->has_st, (off_t)i + 1))
+				break;
+		}
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, f.buf, f.used);
+	free(f.buf);
+}
+
+static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	ll_do_readdir(req, size, off, fi, false);
+}
+
+static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	ll_do_readdir(req, size, off, fi, true);
+}
+
+static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ll_dir *d = (struct ll_dir *)(uintptr_t)fi->fh;
+	struct fuse_file_info inner = *fi;
+	inner.fh = d->fh;
+	fs_ops.releasedir(d->path, &inner);
+	for (size_t i = 0; i < d->n; i++)
+		free(d->entries[i].name);
+	free(d->entries);
+	free(d->path);
+	free(d);
+	fuse_reply_err(req, 0);
+}
+
+/* --- files ---------------------------------------------------------------------*/
+
+static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	int err = 0;
+	char *path = ll_path(ino, NULL, &err);
+	ll_current = req;
+	int rc = path ? fs_ops.open(path, fi) : -err;
+	ll_current = NULL;
+	free(path);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else if (fuse_reply_open(req, fi) == -ENOENT)
+		fs_ops.release(NULL, fi); /* the caller was interrupted */
+}
+
+static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	int err = 0;
+	char *path = ll_path(parent, name, &err);
+	ll_current = req;
+	int rc = path ? fs_ops.create(path, mode, fi) : -err;
+	ll_current = NULL;
+	free(path);
+	struct fuse_entry_param e;
+	if (rc == 0) {
+		rc = ll_entry(req, parent, name, &e);
+		if (rc < 0)
+			fs_ops.release(NULL, fi);
+	}
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		fs_ops.release(NULL, fi);
+		ll_forget_one(e.ino, 1);
+	}
+}
+
+static void ll_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		     dev_t rdev)
+{
+	(void)rdev;
+	if (!S_ISREG(mode)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	/* a plain file: created and closed, as mknod(2) asks */
+	int err = 0;
+	char *path = ll_path(parent, name, &err);
+	struct fuse_file_info fi = {.flags = O_CREAT | O_EXCL | O_WRONLY};
+	ll_current = req;
+	int rc = path ? fs_ops.create(path, mode, &fi) : -err;
+	if (rc == 0) {
+		fs_ops.flush(path, &fi);
+		fs_ops.release(path, &fi);
+	}
+	ll_current = NULL;
+	free(path);
+	ll_reply_entry(req, parent, name, rc);
+}
+
+static void ll_do_read(struct ll_async *a)
+{
+	char *buf = malloc(a->size ? a->size : 1);
+	int rc = buf ? fs_ops.read(NULL, buf, a->size, a->off, &a->fi) : -ENOMEM;
+	if (rc < 0)
+		fuse_reply_err(a->req, -rc);
+	else
+		fuse_reply_buf(a->req, buf, (size_t)rc);
+	free(buf);
+}
+
+static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct ll_async a = {.req = req, .fi = *fi, .size = size, .off = off};
+	if (fs_ops_may_wait(fi->fh, false)) {
+		struct ll_async *p = ll_async_new(req, ll_do_read, ino, NULL);
+		if (p) {
+			p->fi = *fi;
+			p->size = size;
+			p->off = off;
+			ll_async_start(p);
+			return;
+		}
+	}
+	ll_current = req;
+	ll_do_read(&a);
+	ll_current = NULL;
+}
+
+static void ll_do_write(struct ll_async *a)
+{
+	int rc = fs_ops.write(NULL, a->buf, a->size, a->off, &a->fi);
+	if (rc < 0)
+		fuse_reply_err(a->req, -rc);
+	else
+		fuse_reply_write(a->req, (size_t)rc);
+}
+
+static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	if (fs_ops_may_wait(fi->fh, true)) {
+		/* the bytes belong to the request: the thread gets a copy */
+		struct ll_async *p = ll_async_new(req, ll_do_write, ino, NULL);
+		if (p && (p->buf = malloc(size ? size : 1))) {
+			memcpy(p->buf, buf, size);
+			p->fi = *fi;
+			p->size = size;
+			p->off = off;
+			ll_async_start(p);
+			return;
+		}
+		if (p)
+			ll_async_free(p);
+	}
+	struct ll_async a = {.req = req, .fi = *fi, .buf = (char *)buf, .size = size, .off = off};
+	ll_current = req;
+	ll_do_write(&a);
+	ll_current = NULL;
+}
+
+static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	ll_current = req;
+	int rc = fs_ops.flush(NULL, fi);
+	ll_current = NULL;
+	fuse_reply_err(req, rc < 0 ? -rc : 0);
+}
+
+static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fs_ops.release(NULL, fi);
+	fuse_reply_err(req, 0);
+}
+
+static void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	ll_current = req;
+	int rc = fs_ops.fsync(NULL, datasync, fi);
+	ll_current = NULL;
+	fuse_reply_err(req, rc < 0 ? -rc : 0);
+}
+
+static void ll_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		     struct fuse_file_info *fi)
+{
+	off_t rc = fs_ops.lseek(NULL, off, whence, fi);
+	if (rc < 0)
+		fuse_reply_err(req, (int)-rc);
+	else
+		fuse_reply_lseek(req, rc);
+}
+
+static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	int err = 0;
+	char *path = ll_path(ino, NULL, &err);
+	struct statvfs st;
+	int rc = fs_ops.statfs(path ? path : "/", &st);
+	free(path);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_statfs(req, &st);
+}
+
+/* --- extended attributes --------------------------------------------------------*/
+
+static void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	int err = 0;
+	char *path = ll_path(ino, NULL, &err);
+	char *buf = size ? malloc(size) : NULL;
+	int rc = !path ? -err : size && !buf ? -ENOMEM : fs_ops.getxattr(path, name, buf, size);
+	free(path);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)rc);
+	else
+		fuse_reply_buf(req, buf, (size_t)rc);
+	free(buf);
+}
+
+static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	int err = 0;
+	char *path = ll_path(ino, NULL, &err);
+	char *buf = size ? malloc(size) : NULL;
+	int rc = !path ? -err : size && !buf ? -ENOMEM : fs_ops.listxattr(path, buf, size);
+	free(path);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)rc);
+	else
+		fuse_reply_buf(req, buf, (size_t)rc);
+	free(buf);
+}
+
+static void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	int err = 0;
+	char *path = ll_path(ino, NULL, &err);
+	int rc = path ? fs_ops.setxattr(path, name, value, size, flags) : -err;
+	free(path);
+	fuse_reply_err(req, rc < 0 ? -rc : 0);
+}
+
+static void ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	int err = 0;
+	char *path = ll_path(ino, NULL, &err);
+	int rc = path ? fs_ops.removexattr(path, name) : -err;
+	free(path);
+	fuse_reply_err(req, rc < 0 ? -rc : 0);
+}
+
+/* --- the kernel's caches -----------------------------------------------------*/
+
+void fs_ll_invalidate_path(struct fs_mount *m, const char *path)
+{
+	if (!m->se || atomic_load(&m->stopping))
+		return;
+	fuse_ino_t ino = FUSE_ROOT_ID;
+	const char *p = path;
+	pthread_mutex_lock(&ll.lock);
+	while (*p == '/')
+		p++;
+	while (*p) {
+		const char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+		char *name = strndup(p, len);
+		struct ll_node *n = name ? ll_child(ino, name) : NULL;
+		free(name);
+		if (!n) {
+			pthread_mutex_unlock(&ll.lock);
+			return; /* the kernel holds nothing of it */
+		}
+		ino = n->ino;
+		p += len;
+		while (*p == '/')
+			p++;
+	}
+	pthread_mutex_unlock(&ll.lock);
+	fuse_lowlevel_notify_inval_inode(m->se, ino, 0, 0);
+}
+
+const struct fuse_lowlevel_ops fs_ll_ops = {
+    .init = ll_init,
+    .lookup = ll_lookup,
+    .forget = ll_forget,
+    .forget_multi = ll_forget_multi,
+    .getattr = ll_getattr,
+    .setattr = ll_setattr,
+    .mknod = ll_mknod,
+    .mkdir = ll_mkdir,
+    .unlink = ll_unlink,
+    .rmdir = ll_rmdir,
+    .symlink = ll_symlink,
+    .rename = ll_rename,
+    .link = ll_link,
+    .open = ll_open,
+    .read = ll_read,
+    .write = ll_write,
+    .flush = ll_flush,
+    .release = ll_release,
+    .fsync = ll_fsync,
+    .opendir = ll_opendir,
+    .readdir = ll_readdir,
+    .readdirplus = ll_readdirplus,
+    .releasedir = ll_releasedir,
+    .statfs = ll_statfs,
+    .setxattr = ll_setxattr,
+    .getxattr = ll_getxattr,
+    .listxattr = ll_listxattr,
+    .removexattr = ll_removexattr,
+    .create = ll_create,
+    .lseek = ll_lseek,
+};
+
+int fs_ll_setup(bool debug)
+{
+	pthread_mutex_lock(&ll.lock);
+	ll.debug = debug;
+	int rc = ll_table_init();
+	pthread_mutex_unlock(&ll.lock);
+	return rc;
+}
