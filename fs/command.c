@@ -199,7 +199,7 @@ static void fs_invalidate_workspace(struct fs_mount *m, struct fs_sandbox *sb,
 		return;
 	char path[512];
 	snprintf(path, sizeof(path), "/%s/workspace", sb->id);
-	fs_ll_invalidate_path(m, path);
+	fs_ll_invalidate_tree(m, path);
 }
 
 /* Records the outcome in the journal and the model, frees the seat. */

@@ -408,6 +408,7 @@ int main(int argc, char *argv[])
 	    .exec = fs_command_exec_cb,
 	    .exec_ctx = m,
 	    .invalidate = fs_ws_invalidate,
+	    .kernel_told_by_mount = true, /* fs_ll_invalidate_tree */
 	    .interrupted = fs_ws_interrupted,
 	    .exited = fs_ws_exited,
 	    .kernel_ctx = m,

@@ -19,6 +19,10 @@ void workspace_invalidate(struct workspace *ws)
 	for (size_t i = 0; i < ws->nmade; i++)
 		free(ws->made_dirs[i]);
 	ws->nmade = 0;
+	if (c->cfg.kernel_told_by_mount) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
 	uint64_t mine = ++ws->inval_asked;
 	/* A pass costs time in the number of paths shown; commands that end
 	 * while one runs are all covered by the next one (see

@@ -82,6 +82,10 @@ struct wscache_config {
 	 * ends with EINTR); exited tells whether the session ended (an
 	 * unmount: a download stops). Each gets kernel_ctx. */
 	void (*invalidate)(void *ctx, const char *sandbox_id, const char *rel);
+	/* The mount knows exactly what the kernel holds and tells it itself
+	 * after a command: workspace_invalidate then only drops this
+	 * module's caches, without its pass over what it showed. */
+	bool kernel_told_by_mount;
 	bool (*interrupted)(void *ctx);
 	bool (*exited)(void *ctx);
 	void *kernel_ctx;

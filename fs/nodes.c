@@ -1,0 +1,389 @@
+/*
+ * nodes.c — the node table of the low-level adapter (nodes_i.h): one node
+ * per name the kernel was given, with the exact count of lookups it holds.
+ */
+#include "nodes_i.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/htab.h"
+
+/* --- the node table --------------------------------------------------------*/
+
+struct ll_node {
+	struct hlink by_ino;  /* key: ino_key */
+	struct hlink by_name; /* key: name_key; in the table while named */
+	fuse_ino_t ino;
+	struct ll_node *parent; /* NULL: the root, or unnamed */
+	char *name;		/* NULL once unlinked, removed or replaced */
+	char *name_key;		/* "<parent ino>/<name>" */
+	uint64_t nlookup;	/* what the kernel holds */
+	unsigned children;	/* named nodes whose parent this is */
+	struct ll_node *kids;	/* those nodes, through next_kid/prev_kid */
+	struct ll_node *next_kid, *prev_kid;
+	mode_t type;		/* S_IFMT of what the kernel was told */
+	char ino_key[24];
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct htab by_ino, by_name;
+	fuse_ino_t next_ino;
+	struct ll_node root;
+	bool ready;
+	bool debug; /* -d: each request's path too (libfuse prints numbers) */
+} ll = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+
+static int ll_table_init(void)
+{
+	if (ll.ready)
+		return 0;
+	if (htab_init(&ll.by_ino, 1024) < 0 || htab_init(&ll.by_name, 1024) < 0)
+		return -ENOMEM;
+	ll.root.ino = FUSE_ROOT_ID;
+	ll.root.type = S_IFDIR;
+	ll.root.nlookup = 1; /* never forgotten */
+	snprintf(ll.root.ino_key, sizeof(ll.root.ino_key), "%" PRIx64,
+		 (uint64_t)FUSE_ROOT_ID);
+	ll.root.by_ino.key = ll.root.ino_key;
+	htab_add(&ll.by_ino, &ll.root.by_ino);
+	ll.next_ino = FUSE_ROOT_ID + 1;
+	ll.ready = true;
+	return 0;
+}
+
+/* ll.lock held. */
+static struct ll_node *ll_node_of(fuse_ino_t ino)
+{
+	char key[24];
+	snprintf(key, sizeof(key), "%" PRIx64, (uint64_t)ino);
+	struct hlink *l = htab_find(&ll.by_ino, key);
+	return l ? htab_entry(l, struct ll_node, by_ino) : NULL;
+}
+
+static char *ll_name_key(fuse_ino_t parent, const char *name)
+{
+	char *k = NULL;
+	return asprintf(&k, "%" PRIx64 "/%s", (uint64_t)parent, name) < 0 ? NULL : k;
+}
+
+/* The named child of parent, or NULL. ll.lock held. */
+static struct ll_node *ll_child(fuse_ino_t parent, const char *name)
+{
+	char *k = ll_name_key(parent, name);
+	if (!k)
+		return NULL;
+	struct hlink *l = htab_find(&ll.by_name, k);
+	free(k);
+	return l ? htab_entry(l, struct ll_node, by_name) : NULL;
+}
+
+static void ll_maybe_free(struct ll_node *n);
+
+/* Takes the node's name away (unlinked, removed, replaced): the kernel may
+ * still hold its number, the model no longer knows it. ll.lock held. */
+static void ll_unname(struct ll_node *n)
+{
+	if (!n->name)
+		return;
+	htab_del(&ll.by_name, &n->by_name);
+	if (n->prev_kid)
+		n->prev_kid->next_kid = n->next_kid;
+	else if (n->parent)
+		n->parent->kids = n->next_kid;
+	if (n->next_kid)
+		n->next_kid->prev_kid = n->prev_kid;
+	n->next_kid = n->prev_kid = NULL;
+	free(n->name);
+	free(n->name_key);
+	n->name = n->name_key = NULL;
+	struct ll_node *p = n->parent;
+	n->parent = NULL;
+	if (p) {
+		p->children--;
+		ll_maybe_free(p);
+	}
+	ll_maybe_free(n);
+}
+
+/* Frees a node the kernel forgot and that no named child needs for its
+ * path. ll.lock held. */
+static void ll_maybe_free(struct ll_node *n)
+{
+	if (n == &ll.root || n->nlookup > 0 || n->children > 0)
+		return;
+	if (n->name) {
+		ll_unname(n); /* comes back here unnamed */
+		return;
+	}
+	htab_del(&ll.by_ino, &n->by_ino);
+	free(n);
+}
+
+/* Gives parent/name to n. ll.lock held; 0 or -ENOMEM. */
+static int ll_name(struct ll_node *n, struct ll_node *parent, const char *name)
+{
+	char *nm = strdup(name);
+	char *k = ll_name_key(parent->ino, name);
+	if (!nm || !k) {
+		free(nm);
+		free(k);
+		return -ENOMEM;
+	}
+	n->name = nm;
+	n->name_key = k;
+	n->by_name.key = k;
+	n->parent = parent;
+	parent->children++;
+	n->prev_kid = NULL;
+	n->next_kid = parent->kids;
+	if (parent->kids)
+		parent->kids->prev_kid = n;
+	parent->kids = n;
+	htab_add(&ll.by_name, &n->by_name);
+	return 0;
+}
+
+/* The node the kernel is told about for parent/name with type st_mode, one
+ * more lookup counted; a name whose type changed gets a fresh number.
+ * Returns its number, or 0 when out of memory. */
+fuse_ino_t ll_remember(fuse_ino_t parent_ino, const char *name, mode_t st_mode)
+{
+	fuse_ino_t ino = 0;
+	pthread_mutex_lock(&ll.lock);
+	struct ll_node *parent = ll_node_of(parent_ino);
+	if (!parent || (!parent->name && parent != &ll.root))
+		goto out;
+	struct ll_node *n = ll_child(parent_ino, name);
+	if (n && n->type != (st_mode & S_IFMT)) {
+		ll_unname(n);
+		n = NULL;
+	}
+	if (!n) {
+		n = calloc(1, sizeof(*n));
+		if (!n)
+			goto out;
+		n->ino = ll.next_ino++;
+		n->type = st_mode & S_IFMT;
+		snprintf(n->ino_key, sizeof(n->ino_key), "%" PRIx64, (uint64_t)n->ino);
+		n->by_ino.key = n->ino_key;
+		if (ll_name(n, parent, name) < 0) {
+			free(n);
+			goto out;
+		}
+		htab_add(&ll.by_ino, &n->by_ino);
+	}
+	n->nlookup++;
+	ino = n->ino;
+out:
+	pthread_mutex_unlock(&ll.lock);
+	return ino;
+}
+
+void ll_forget_one(fuse_ino_t ino, uint64_t nlookup)
+{
+	pthread_mutex_lock(&ll.lock);
+	struct ll_node *n = ll_node_of(ino);
+	if (n && n != &ll.root) {
+		n->nlookup = nlookup < n->nlookup ? n->nlookup - nlookup : 0;
+		ll_maybe_free(n);
+	}
+	pthread_mutex_unlock(&ll.lock);
+}
+
+/* The model's path of a node ("/" for the root), malloc'ed; NULL with
+ * *err set when the number is unknown (ESTALE) or the name is gone
+ * (ENOENT), or out of memory. ll.lock held. */
+static char *ll_path_locked(fuse_ino_t ino, const char *child, int *err)
+{
+	struct ll_node *n = ll_node_of(ino);
+	if (!n) {
+		*err = ESTALE;
+		return NULL;
+	}
+	size_t len = child ? strlen(child) + 1 : 0;
+	for (struct ll_node *p = n; p != &ll.root; p = p->parent) {
+		if (!p->name) {
+			*err = ENOENT;
+			return NULL;
+		}
+		len += strlen(p->name) + 1;
+	}
+	char *path = malloc(len + 2);
+	if (!path) {
+		*err = ENOMEM;
+		return NULL;
+	}
+	char *end = path + len + 1;
+	*end = '\0';
+	if (child) {
+		size_t l = strlen(child);
+		end -= l;
+		memcpy(end, child, l);
+		*--end = '/';
+	}
+	for (struct ll_node *p = n; p != &ll.root; p = p->parent) {
+		size_t l = strlen(p->name);
+		end -= l;
+		memcpy(end, p->name, l);
+		*--end = '/';
+	}
+	if (end == path + len + 1) { /* the root itself */
+		path[0] = '/';
+		path[1] = '\0';
+		return path;
+	}
+	memmove(path, end, strlen(end) + 1);
+	return path;
+}
+
+char *ll_path(fuse_ino_t ino, const char *child, int *err)
+{
+	pthread_mutex_lock(&ll.lock);
+	char *p = ll_path_locked(ino, child, err);
+	pthread_mutex_unlock(&ll.lock);
+	if (ll.debug)
+		fuse_log(FUSE_LOG_DEBUG, "   node %" PRIu64 "%s%s: %s\n", (uint64_t)ino,
+			 child ? " name " : "", child ? child : "", p ? p : strerror(*err));
+	return p;
+}
+
+/* A node's name changes with a rename. */
+void ll_moved(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		     const char *newname)
+{
+	pthread_mutex_lock(&ll.lock);
+	struct ll_node *n = ll_child(parent, name);
+	struct ll_node *np = ll_node_of(newparent);
+	struct ll_node *old = ll_child(newparent, newname);
+	if (old && old != n)
+		ll_unname(old);
+	if (n && np) {
+		n->nlookup++; /* kept alive while it has no name */
+		ll_unname(n);
+		n->nlookup--;
+		if (ll_name(n, np, newname) < 0)
+			ll_maybe_free(n);
+	}
+	pthread_mutex_unlock(&ll.lock);
+}
+
+void ll_removed(fuse_ino_t parent, const char *name)
+{
+	pthread_mutex_lock(&ll.lock);
+	struct ll_node *n = ll_child(parent, name);
+	if (n)
+		ll_unname(n);
+	pthread_mutex_unlock(&ll.lock);
+}
+
+/* --- the kernel's caches -----------------------------------------------------*/
+
+/* The node of a path, walked from the root by name; NULL when the kernel
+ * holds nothing of it. ll.lock held. */
+static struct ll_node *ll_walk(const char *path)
+{
+	struct ll_node *n = &ll.root;
+	const char *p = path;
+	while (*p == '/')
+		p++;
+	while (*p && n) {
+		const char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+		char *name = strndup(p, len);
+		n = name ? ll_child(n->ino, name) : NULL;
+		free(name);
+		p += len;
+		while (*p == '/')
+			p++;
+	}
+	return n;
+}
+
+struct ll_inval {
+	fuse_ino_t parent, ino;
+	char *name; /* NULL: the inode's attributes and pages only */
+};
+
+void fs_ll_invalidate_tree(struct fs_mount *m, const char *path)
+{
+	if (!m->se || atomic_load(&m->stopping))
+		return;
+	struct ll_inval *v = NULL;
+	size_t n = 0, cap = 0;
+	bool oom = false;
+	pthread_mutex_lock(&ll.lock);
+	struct ll_node *top = ll_walk(path);
+	/* depth first through the named children, without recursion */
+	for (struct ll_node *x = top; x && !oom;) {
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 64;
+			struct ll_inval *nv = realloc(v, nc * sizeof(*nv));
+			if (!nv) {
+				oom = true;
+				break;
+			}
+			v = nv;
+			cap = nc;
+		}
+		bool dir = x->type == S_IFDIR;
+		v[n] = (struct ll_inval){.ino = x->ino};
+		if (!dir && x != top && x->parent) {
+			v[n].parent = x->parent->ino;
+			v[n].name = strdup(x->name);
+			oom = !v[n].name;
+		}
+		n += !oom;
+		if (dir && x->kids) {
+			x = x->kids;
+			continue;
+		}
+		while (x && x != top && !x->next_kid)
+			x = x->parent;
+		x = x && x != top ? x->next_kid : NULL;
+	}
+	pthread_mutex_unlock(&ll.lock);
+	/* Files: the kernel drops the name and asks again, so a name a
+	 * command removed or turned into a directory is looked up afresh.
+	 * Directories keep their names (a process may stand in one; an
+	 * unhashed cwd makes getcwd fail) and drop their attributes and
+	 * cached listing; mkdir and O_EXCL look a name up anyway. */
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].name) {
+			fuse_lowlevel_notify_inval_entry(m->se, v[i].parent, v[i].name,
+							 strlen(v[i].name));
+			free(v[i].name);
+		} else {
+			fuse_lowlevel_notify_inval_inode(m->se, v[i].ino, 0, 0);
+		}
+	}
+	free(v);
+	if (oom) /* the name cache may stay stale up to attr_timeout */
+		fs_log("after a command: out of memory telling the kernel what changed");
+}
+
+void fs_ll_invalidate_path(struct fs_mount *m, const char *path)
+{
+	if (!m->se || atomic_load(&m->stopping))
+		return;
+	pthread_mutex_lock(&ll.lock);
+	struct ll_node *n = ll_walk(path);
+	fuse_ino_t ino = n ? n->ino : 0;
+	pthread_mutex_unlock(&ll.lock);
+	if (ino) /* else the kernel holds nothing of it */
+		fuse_lowlevel_notify_inval_inode(m->se, ino, 0, 0);
+}
+
+int fs_ll_setup(bool debug)
+{
+	pthread_mutex_lock(&ll.lock);
+	ll.debug = debug;
+	int rc = ll_table_init();
+	pthread_mutex_unlock(&ll.lock);
+	return rc;
+}
+

@@ -1,0 +1,34 @@
+/*
+ * nodes_i.h — private to fs/: the node table between the kernel's inode
+ * numbers and the model's paths (nodes.c), used by the low-level adapter
+ * (lowlevel.c).
+ *
+ * A node stands for one name the kernel was given (lookup, create, mkdir,
+ * readdirplus) and counts the lookups the kernel holds; it is freed when
+ * the kernel forgets it and no named child needs it for its path. A name a
+ * command turned into another type gets a new node and number, so the
+ * kernel never sees an inode change type. Numbers are never reused. One
+ * mutex guards the table; it is never held across a call out of it.
+ */
+#ifndef SANDBOXFS_FS_NODES_I_H
+#define SANDBOXFS_FS_NODES_I_H
+
+#include "mount_i.h"
+
+/* The node for parent/name with type st_mode, one more lookup counted.
+ * Returns its number, or 0 (out of memory, or parent unknown). */
+fuse_ino_t ll_remember(fuse_ino_t parent, const char *name, mode_t st_mode);
+/* The kernel forgot nlookup lookups of ino. */
+void ll_forget_one(fuse_ino_t ino, uint64_t nlookup);
+/* The model's path of ino ("/" for the root), with "/child" appended when
+ * child is given; malloc'ed. NULL with *err set: ESTALE (unknown number),
+ * ENOENT (its name is gone), ENOMEM. */
+char *ll_path(fuse_ino_t ino, const char *child, int *err);
+/* parent/name was renamed to newparent/newname (replacing any node there). */
+void ll_moved(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+	      const char *newname);
+/* parent/name was removed; its node keeps its number while the kernel
+ * holds it. */
+void ll_removed(fuse_ino_t parent, const char *name);
+
+#endif
