@@ -5,7 +5,7 @@
 # files, unmount. Everything it starts is stopped and unmounted on exit.
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
-sandboxfs=$build/fs/sandboxfs
+sandboxfs=$build/fuse/sandboxfs
 [ -x "$sandboxfs" ] || { echo "quickstart: $sandboxfs not built" >&2; exit 1; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sandboxfs-quickstart.XXXXXX")

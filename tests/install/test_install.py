@@ -109,7 +109,7 @@ def test_help_lists_every_option_with_its_default(installed):
     entries = help_entries(p.stdout)
     names = {re.match(r"(-o \w+|-\S+)", first).group(1) for first, _ in entries}
     # every mount option the parser knows is listed
-    src = (sbx.build_dir().parent / "fs" / "options.c")
+    src = (sbx.build_dir().parent / "fuse" / "options.c")
     if not src.exists():  # build dir outside the tree: find the source by meson
         src = None
     if src:

@@ -5,7 +5,7 @@ Import it from a conftest.py with::
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
     import mount
 
-``Mount(tmp, ...)`` runs ``build/fs/sandboxfs -f`` on ``tmp/mnt`` with its
+``Mount(tmp, ...)`` runs ``build/fuse/sandboxfs -f`` on ``tmp/mnt`` with its
 own state directory ``tmp/state`` (or ``state=``), either ``local=True``
 (the embedded default, ``--local``) or against an orchestrator
 (``server=`` an ``sbx.Server(orchestrator=True)``: its URL and token file
@@ -39,7 +39,7 @@ FUSERMOUNT = shutil.which("fusermount3") or "fusermount3"
 
 
 def sandboxfs_binary():
-    return sbx.build_dir() / "fs" / "sandboxfs"
+    return sbx.build_dir() / "fuse" / "sandboxfs"
 
 
 def fuse_available():

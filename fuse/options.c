@@ -2,7 +2,7 @@
  * options.c — the command line: fuse_opt tables built from offsetof, the
  * environment defaults, fstab noise discarded, --help.
  */
-#include "options_i.h"
+#include "fuse_i.h"
 #include "preflight_i.h"
 
 #include <ctype.h>

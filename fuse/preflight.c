@@ -15,7 +15,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "mount_i.h" /* fs_log */
+#include "fuse_i.h" /* fs_log */
 
 #define FS_FUSE_DEVICE "/dev/fuse"
 /* libfuse runs fusermount3 from its install directory first, then PATH */

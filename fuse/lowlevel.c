@@ -16,7 +16,7 @@
  * is sent when the work ends; FUSE_INTERRUPT still ends a wait with EINTR
  * (fs_ll_interrupted). Everything else runs on the worker that got it.
  */
-#include "mount_i.h"
+#include "fuse_i.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -781,4 +781,16 @@ const struct fuse_lowlevel_ops fs_ll_ops = {
     .removexattr = ll_removexattr,
     .create = ll_create,
     .lseek = ll_lseek,
+};
+
+static bool ll_exited(struct fs_mount *m)
+{
+	return fs_session(m) && fuse_session_exited(fs_session(m)) != 0;
+}
+
+const struct fs_kernel_ops fs_kernel_fuse = {
+    .interrupted = fs_ll_interrupted,
+    .exited = ll_exited,
+    .invalidate_path = fs_ll_invalidate_path,
+    .invalidate_tree = fs_ll_invalidate_tree,
 };

@@ -7,7 +7,7 @@
  * SIGTERM or fusermount3 -u.
  */
 #include "local_i.h"
-#include "mount_i.h"
+#include "fuse_i.h"
 #include "preflight_i.h"
 
 #include "common/files.h"
@@ -317,9 +317,10 @@ int main(int argc, char *argv[])
 		fs_log("out of memory");
 		goto out_args;
 	}
-	m->se = fuse_session_new(&args, &fs_ll_ops, sizeof(fs_ll_ops), m);
-	if (!m->se)
+	m->session = fuse_session_new(&args, &fs_ll_ops, sizeof(fs_ll_ops), m);
+	if (!fs_session(m))
 		goto out_args;
+	m->kernel = &fs_kernel_fuse;
 
 	if (fs_prepare_state(m) < 0)
 		goto out_fuse;
@@ -434,7 +435,7 @@ int main(int argc, char *argv[])
 		fs_orch_refresh(m, true);
 	}
 
-	struct fuse_session *se = m->se;
+	struct fuse_session *se = fs_session(m);
 	if (fuse_session_mount(se, m->opt.mountpoint) != 0)
 		goto out_ws;
 	if (fuse_daemonize(m->opt.foreground) != 0)
@@ -457,7 +458,7 @@ int main(int argc, char *argv[])
 
 out_unmount:
 	atomic_store(&m->stopping, true);
-	fuse_session_unmount(m->se);
+	fuse_session_unmount(fs_session(m));
 out_ws:
 	fs_keepalive_stop(m);
 	running = fs_command_drain(m, 10);
@@ -486,7 +487,7 @@ out_backend:
 out_journal:
 	journal_close(m->journal);
 out_fuse:
-	fuse_session_destroy(m->se);
+	fuse_session_destroy(fs_session(m));
 out_args:
 	fuse_opt_free_args(&args);
 	if (m->token)

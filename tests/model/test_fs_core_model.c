@@ -4,7 +4,7 @@
  * fs_xattrs, the bounded run history.
  */
 #include "../lib/check.h"
-#include "mount_i.h"
+#include "fuse_i.h"
 #include "node_i.h"
 
 #include <errno.h>

@@ -1,7 +1,9 @@
 /*
- * ops.c — the FUSE operations: translate a path to a node and call the
- * model, the command path, the lifecycle or the workspace. Thin on purpose.
+ * ops.c — the model's operations by path, in libfuse's high-level shapes:
+ * translate a path to a node and call the model, the command path, the
+ * lifecycle or the workspace. Thin on purpose; lowlevel.c serves them.
  */
+#include "fuse_i.h"
 #include "node_i.h"
 
 #include <ctype.h>
@@ -242,12 +244,10 @@ static int fs_open(const char *path, struct fuse_file_info *fi)
 	if (loc.node == FS_N_WS) {
 		struct workspace *ws = fs_ws(m, &loc);
 		rc = ws ? fs_ws_open(ws, loc.rel, NULL, fi) : -ENOENT;
-		/* The kernel opens an inode it still knows by this name (names
-		 * are cached for attr_timeout): gone, or a directory now, means
-		 * a command or another client changed it. ESTALE makes the
-		 * kernel look the whole path up again and retry the open once,
-		 * so open(O_CREAT) of a name a command removed creates it, and
-		 * plain open gets ENOENT from the fresh lookup. */
+		/* The kernel opens an inode it still knows by this name: gone,
+		 * or a directory now, means another client changed it (after a
+		 * command the kernel was told). ESTALE makes the kernel look
+		 * the path up again and retry once, so O_CREAT creates it. */
 		if (rc == -ENOENT || rc == -EISDIR)
 			return -ESTALE;
 		return rc;

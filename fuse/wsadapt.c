@@ -3,7 +3,7 @@
  * open, create and readdir to and from libfuse's, and gives it the
  * kernel-side callbacks of its config (mount_i.h).
  */
-#include "mount_i.h"
+#include "fuse_i.h"
 
 #include <fuse_lowlevel.h>
 #include <stdio.h>
@@ -51,5 +51,5 @@ bool fs_ws_interrupted(void *ctx)
 bool fs_ws_exited(void *ctx)
 {
 	struct fs_mount *m = ctx;
-	return m->se && fuse_session_exited(m->se) != 0;
+	return fs_session(m) && fuse_session_exited(fs_session(m)) != 0;
 }

@@ -1,13 +1,10 @@
 /*
- * options_i.h — private to fs/: the command line of sandboxfs (DESIGN.md §7).
+ * options_i.h — the options of a mount (DESIGN.md §7), as the model reads
+ * them; fuse/options.c parses the command line into them.
  */
-#ifndef SANDBOXFS_FS_OPTIONS_I_H
-#define SANDBOXFS_FS_OPTIONS_I_H
+#ifndef SANDBOXFS_MOUNT_OPTIONS_I_H
+#define SANDBOXFS_MOUNT_OPTIONS_I_H
 
-#ifndef FUSE_USE_VERSION
-#define FUSE_USE_VERSION 314
-#endif
-#include <fuse.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -47,11 +44,5 @@ struct fs_options {
 	int foreground, debug, singlethread;
 	char *mountpoint;
 };
-
-/* Parses argv into o; args keeps what goes to libfuse (mount options).
- * Returns 0, or -1 after printing a one-line error. */
-int fs_options_parse(struct fuse_args *args, struct fs_options *o);
-void fs_options_help(const char *prog);
-void fs_options_free(struct fs_options *o);
 
 #endif

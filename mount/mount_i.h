@@ -1,5 +1,6 @@
 /*
- * mount_i.h — private to fs/: the model of one mount.
+ * mount_i.h — the model of one mount (mount/), with no FUSE type: what
+ * it needs of the kernel comes in through struct fs_kernel_ops.
  *
  * One struct fs_mount per process holds the options, the backend, the
  * journal, the workspace cache and the sandboxes. A single mutex (lock)
@@ -7,14 +8,9 @@
  * append. Sandbox objects are never freed while mounted (a detached or
  * deleted one is only hidden), so a pointer to one stays valid.
  */
-#ifndef SANDBOXFS_FS_MOUNT_I_H
-#define SANDBOXFS_FS_MOUNT_I_H
+#ifndef SANDBOXFS_MOUNT_MOUNT_I_H
+#define SANDBOXFS_MOUNT_MOUNT_I_H
 
-#ifndef FUSE_USE_VERSION
-#define FUSE_USE_VERSION 314
-#endif
-#include <fuse.h>
-#include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -112,6 +108,19 @@ struct fs_counters {
 	    list_errors, ctl_writes, keepalives, keepalive_errors;
 };
 
+struct fs_mount;
+/* The kernel side of the mount (fuse/), as the model sees it: whether the
+ * request the calling thread serves was interrupted, whether the session
+ * ended, and what the kernel must forget after a command. */
+struct fs_kernel_ops {
+	bool (*interrupted)(void);
+	bool (*exited)(struct fs_mount *m);
+	/* the attributes and pages of one path */
+	void (*invalidate_path)(struct fs_mount *m, const char *path);
+	/* the names of files and attributes of directories under path */
+	void (*invalidate_tree)(struct fs_mount *m, const char *path);
+};
+
 struct fs_mount {
 	struct fs_options opt;
 	uid_t uid;
@@ -125,7 +134,10 @@ struct fs_mount {
 	struct journal *journal;
 	struct journal_open_report jreport;
 	struct wscache *wscache;
-	struct fuse_session *se; /* set once mounted */
+	/* What the model asks of the kernel side; set by fuse/ before the
+	 * mount starts, NULL in tests without a kernel. */
+	const struct fs_kernel_ops *kernel;
+	void *session; /* fuse/'s, opaque here */
 	atomic_int ll_waiters;	 /* requests answered from threads of their own */
 	char *template_json; /* -o template=PATH, validated at start */
 	pthread_t keepalive;
@@ -302,44 +314,5 @@ int fs_output_load(struct fs_mount *m, const struct journal_output *o, char **bu
 /* Waits (bounded) for the command threads at unmount and joins them.
  * Returns how many are still running. */
 int fs_command_drain(struct fs_mount *m, int seconds);
-
-/* --- the workspace core's FUSE side (wsadapt.c) -------------------------*/
-/* workspace_open (create NULL) or workspace_create (mode *create) with
- * fi translated to a struct wsopen and back. */
-int fs_ws_open(struct workspace *ws, const char *rel, const mode_t *create,
-	       struct fuse_file_info *fi);
-/* The ws_fill_fn of workspace_readdir: ctx is a struct fs_ws_filler. */
-struct fs_ws_filler {
-	void *buf;
-	fuse_fill_dir_t filler;
-};
-int fs_ws_fill(void *ctx, const char *name, const struct stat *st, off_t off, bool plus);
-/* The kernel callbacks of struct wscache_config; ctx is the mount, whose
- * fuse is set. */
-void fs_ws_invalidate(void *ctx, const char *sandbox_id, const char *rel);
-bool fs_ws_interrupted(void *ctx);
-bool fs_ws_exited(void *ctx);
-
-/* --- FUSE operations (ops.c) and file contents (content.c) --------------*/
-/* The model's operations, by path, in libfuse's high-level shapes;
- * lowlevel.c serves them to the kernel. */
-extern const struct fuse_operations fs_ops;
-/* At the kernel's INIT: starts what runs beside the requests. */
-void fs_ops_start(struct fs_mount *m, struct fuse_conn_info *conn);
-/* Whether a read (or write) of the open file fh may wait for a command. */
-bool fs_ops_may_wait(uint64_t fh, bool write);
-
-/* --- the low-level adapter (lowlevel.c) -----------------------------------*/
-extern const struct fuse_lowlevel_ops fs_ll_ops;
-/* Sets up the node table; debug: -d logs each request's path. 0 or
- * -ENOMEM. */
-int fs_ll_setup(bool debug);
-/* Whether the request this thread answers was interrupted. */
-bool fs_ll_interrupted(void);
-/* Drops the kernel's attributes and pages of path, if it holds any. */
-void fs_ll_invalidate_path(struct fs_mount *m, const char *path);
-/* After a command: the kernel drops the names of every file it holds under
- * path and the attributes and listings of every directory there. */
-void fs_ll_invalidate_tree(struct fs_mount *m, const char *path);
 
 #endif

@@ -311,7 +311,7 @@ struct ll_inval {
 
 void fs_ll_invalidate_tree(struct fs_mount *m, const char *path)
 {
-	if (!m->se || atomic_load(&m->stopping))
+	if (!fs_session(m) || atomic_load(&m->stopping))
 		return;
 	struct ll_inval *v = NULL;
 	size_t n = 0, cap = 0;
@@ -354,11 +354,11 @@ void fs_ll_invalidate_tree(struct fs_mount *m, const char *path)
 	 * cached listing; mkdir and O_EXCL look a name up anyway. */
 	for (size_t i = 0; i < n; i++) {
 		if (v[i].name) {
-			fuse_lowlevel_notify_inval_entry(m->se, v[i].parent, v[i].name,
+			fuse_lowlevel_notify_inval_entry(fs_session(m), v[i].parent, v[i].name,
 							 strlen(v[i].name));
 			free(v[i].name);
 		} else {
-			fuse_lowlevel_notify_inval_inode(m->se, v[i].ino, 0, 0);
+			fuse_lowlevel_notify_inval_inode(fs_session(m), v[i].ino, 0, 0);
 		}
 	}
 	free(v);
@@ -368,14 +368,14 @@ void fs_ll_invalidate_tree(struct fs_mount *m, const char *path)
 
 void fs_ll_invalidate_path(struct fs_mount *m, const char *path)
 {
-	if (!m->se || atomic_load(&m->stopping))
+	if (!fs_session(m) || atomic_load(&m->stopping))
 		return;
 	pthread_mutex_lock(&ll.lock);
 	struct ll_node *n = ll_walk(path);
 	fuse_ino_t ino = n ? n->ino : 0;
 	pthread_mutex_unlock(&ll.lock);
 	if (ino) /* else the kernel holds nothing of it */
-		fuse_lowlevel_notify_inval_inode(m->se, ino, 0, 0);
+		fuse_lowlevel_notify_inval_inode(fs_session(m), ino, 0, 0);
 }
 
 int fs_ll_setup(bool debug)

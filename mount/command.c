@@ -13,7 +13,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <fuse_lowlevel.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,9 +67,9 @@ bool fs_should_stop_waiting(struct fs_mount *m)
 {
 	if (atomic_load(&m->stopping))
 		return true;
-	if (fs_ll_interrupted())
+	if (m->kernel && m->kernel->interrupted())
 		return true;
-	if (m->se && fuse_session_exited(m->se))
+	if (m->kernel && m->kernel->exited(m))
 		return true;
 	return false;
 }
@@ -177,15 +176,15 @@ static void fs_invalidate_results(struct fs_mount *m, struct fs_sandbox *sb)
 {
 	static const char *const files[] = {"stdout", "stderr", "exit",
 					    "status", "last",	"info"};
-	if (!m->se || atomic_load(&m->stopping))
+	if (!m->kernel || atomic_load(&m->stopping))
 		return;
 	char path[512];
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		snprintf(path, sizeof(path), "/%s/%s", sb->id, files[i]);
-		fs_ll_invalidate_path(m, path);
+		m->kernel->invalidate_path(m, path);
 	}
 	snprintf(path, sizeof(path), "/%s/runs", sb->id);
-	fs_ll_invalidate_path(m, path);
+	m->kernel->invalidate_path(m, path);
 }
 
 static void fs_invalidate_workspace(struct fs_mount *m, struct fs_sandbox *sb,
@@ -195,11 +194,11 @@ static void fs_invalidate_workspace(struct fs_mount *m, struct fs_sandbox *sb,
 		return;
 	if (ws)
 		workspace_invalidate(ws);
-	if (!m->se || atomic_load(&m->stopping))
+	if (!m->kernel || atomic_load(&m->stopping))
 		return;
 	char path[512];
 	snprintf(path, sizeof(path), "/%s/workspace", sb->id);
-	fs_ll_invalidate_tree(m, path);
+	m->kernel->invalidate_tree(m, path);
 }
 
 /* Records the outcome in the journal and the model, frees the seat. */

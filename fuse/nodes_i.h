@@ -1,5 +1,5 @@
 /*
- * nodes_i.h — private to fs/: the node table between the kernel's inode
+ * nodes_i.h — private to fuse/: the node table between the kernel's inode
  * numbers and the model's paths (nodes.c), used by the low-level adapter
  * (lowlevel.c).
  *
@@ -10,10 +10,10 @@
  * kernel never sees an inode change type. Numbers are never reused. One
  * mutex guards the table; it is never held across a call out of it.
  */
-#ifndef SANDBOXFS_FS_NODES_I_H
-#define SANDBOXFS_FS_NODES_I_H
+#ifndef SANDBOXFS_FUSE_NODES_I_H
+#define SANDBOXFS_FUSE_NODES_I_H
 
-#include "mount_i.h"
+#include "fuse_i.h"
 
 /* The node for parent/name with type st_mode, one more lookup counted.
  * Returns its number, or 0 (out of memory, or parent unknown). */
