@@ -6,16 +6,11 @@
 #include "fuse_i.h"
 #include "node_i.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
-#include <unistd.h>
-
-/* One FUSE write at most (DESIGN.md §2). */
-#define FS_MAX_WRITE (1024 * 1024)
 
 static struct fs_mount *fs_m(void)
 {
@@ -28,18 +23,6 @@ static struct workspace *fs_ws(struct fs_mount *m, const struct fs_loc *loc)
 	if (loc->node != FS_N_WS)
 		return NULL;
 	return fs_sandbox_workspace(m, loc->sb);
-}
-
-/* A command longer than this may have been split by the kernel: a direct
- * write(2) is cut into pieces of at most max_write bytes, and fewer when
- * the user's buffer is not page aligned, so only a piece shorter than
- * max_write minus one page is surely a whole write. */
-static size_t fs_max_command(void)
-{
-	long page = sysconf(_SC_PAGESIZE);
-	if (page <= 0)
-		page = 4096;
-	return FS_MAX_WRITE - (size_t)page;
 }
 
 /* A node of the mount's own (not the workspace): owned by the mounting
@@ -59,19 +42,6 @@ static void fs_fill_dir(struct fs_mount *m, struct stat *st, uint64_t ms)
 {
 	fs_fill_node(m, st, S_IFDIR | 0755, ms);
 	st->st_nlink = 2;
-}
-
-static mode_t fs_file_mode(const struct fs_loc *loc)
-{
-	switch (loc->file) {
-	case FS_F_CTL:
-	case FS_F_MCTL:
-		return 0600;
-	case FS_F_TIMEOUT:
-		return 0644;
-	default:
-		return 0444;
-	}
 }
 
 static int fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
@@ -107,11 +77,11 @@ static int fs_getattr(const char *path, struct stat *st, struct fuse_file_info *
 	default:
 		break;
 	}
-	fs_fill_node(m, st, S_IFREG | fs_file_mode(&loc), fs_node_mtime(m, &loc));
+	const struct fs_file_def *d = fs_file_def(loc.file);
+	fs_fill_node(m, st, S_IFREG | d->mode, fs_node_mtime(m, &loc));
 	st->st_nlink = 1;
 	/* the size of what a read would return now (0 while running) */
-	if (loc.file != FS_F_CTL && loc.file != FS_F_MCTL && loc.file != FS_F_HEALTH &&
-	    loc.file != FS_F_STATS && loc.file != FS_F_POOLS)
+	if (d->size_known)
 		st->st_size = fs_render_size(m, &loc);
 	st->st_blksize = 4096;
 	st->st_blocks = (st->st_size + 511) / 512;
@@ -141,6 +111,7 @@ static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t
 	}
 	filler(buf, ".", NULL, 0, 0);
 	filler(buf, "..", NULL, 0, 0);
+	const struct fs_file_def *d;
 	switch (loc.node) {
 	case FS_N_ROOT: {
 		fs_orch_refresh(m, false);
@@ -163,12 +134,12 @@ static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t
 		return 0;
 	}
 	case FS_N_MDIR:
-		for (enum fs_file f = FS_F_MCTL; f <= FS_F_VERSION; f++)
-			filler(buf, fs_file_name(f), NULL, 0, 0);
+		for (size_t i = 0; (d = fs_file_next(FS_IN_MDIR, &i));)
+			filler(buf, d->name, NULL, 0, 0);
 		return 0;
 	case FS_N_SB:
-		for (enum fs_file f = FS_F_CTL; f <= FS_F_INFO; f++)
-			filler(buf, fs_file_name(f), NULL, 0, 0);
+		for (size_t i = 0; (d = fs_file_next(FS_IN_SB, &i));)
+			filler(buf, d->name, NULL, 0, 0);
 		filler(buf, "runs", NULL, 0, 0);
 		filler(buf, "workspace", NULL, 0, 0);
 		return 0;
@@ -193,12 +164,8 @@ static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t
 		return 0;
 	}
 	case FS_N_RUN:
-		filler(buf, "command", NULL, 0, 0);
-		filler(buf, "stdout", NULL, 0, 0);
-		filler(buf, "stderr", NULL, 0, 0);
-		filler(buf, "exit", NULL, 0, 0);
-		filler(buf, "status", NULL, 0, 0);
-		filler(buf, "info", NULL, 0, 0);
+		for (size_t i = 0; (d = fs_file_next(FS_IN_RUN, &i));)
+			filler(buf, d->name, NULL, 0, 0);
 		return 0;
 	default:
 		return -ENOTDIR;
@@ -229,9 +196,8 @@ static int fs_releasedir(const char *path, struct fuse_file_info *fi)
 
 static bool fs_file_writable(const struct fs_loc *loc)
 {
-	return (loc->node == FS_N_SBFILE &&
-		(loc->file == FS_F_CTL || loc->file == FS_F_TIMEOUT)) ||
-	       (loc->node == FS_N_MFILE && loc->file == FS_F_MCTL);
+	return (loc->node == FS_N_SBFILE || loc->node == FS_N_MFILE) &&
+	       fs_file_def(loc->file)->write;
 }
 
 static int fs_open(const char *path, struct fuse_file_info *fi)
@@ -344,26 +310,6 @@ static int fs_read(const char *path, char *buf, size_t size, off_t off,
 	return (int)n;
 }
 
-/* Parses a decimal timeout: "N" with an optional newline. */
-static int fs_parse_timeout(const char *buf, size_t size, long *out)
-{
-	char tmp[32];
-	while (size && (buf[size - 1] == '\n' || buf[size - 1] == ' '))
-		size--;
-	if (size == 0 || size >= sizeof(tmp))
-		return -EINVAL;
-	memcpy(tmp, buf, size);
-	tmp[size] = '\0';
-	for (size_t i = 0; i < size; i++)
-		if (!isdigit((unsigned char)tmp[i]))
-			return -EINVAL;
-	long v = strtol(tmp, NULL, 10);
-	if (v < 0 || v > 86400)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
 static int fs_write(const char *path, const char *buf, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -372,52 +318,7 @@ static int fs_write(const char *path, const char *buf, size_t size, off_t off,
 		return workspace_write(fi->fh, buf, size, off);
 	if (hh->kind != FS_HANDLE_CONTROL)
 		return -EBADF;
-	struct fs_mount *m = fs_m();
-	struct fs_ctl_handle *h = (struct fs_ctl_handle *)hh;
-	size_t len = size;
-	int rc;
-	switch (h->loc.file) {
-	case FS_F_CTL:
-		atomic_fetch_add(&m->n.ctl_writes, 1);
-		/* A piece of a longer write(2), or of a stdio stream that a
-		 * shell's echo flushes in 4 KiB multiples, is never run: the
-		 * rest of the command would run as another one. Once a
-		 * piece was refused, so is the rest of this descriptor. */
-		if (h->refused || size > fs_max_command() ||
-		    (size >= 4096 && size % 4096 == 0 && buf[size - 1] != '\n')) {
-			h->refused = true;
-			atomic_fetch_add(&m->n.efbig_refused, 1);
-			return -EFBIG;
-		}
-		if (h->sent_unknown)
-			return -EIO;
-		if (len && buf[len - 1] == '\n')
-			len--;
-		if (len == 0)
-			return -EINVAL;
-		uint64_t seq = 0;
-		rc = fs_command_run(m, h->loc.sb, buf, len, true, false, &seq);
-		if (rc == -EINTR || (rc == -EIO && fs_command_unknown(m, h->loc.sb, seq)))
-			h->sent_unknown = true;
-		return rc < 0 ? rc : (int)size;
-	case FS_F_MCTL:
-		atomic_fetch_add(&m->n.ctl_writes, 1);
-		if (size > 65536)
-			return -EFBIG;
-		rc = fs_mount_ctl(m, buf, size);
-		return rc < 0 ? rc : (int)size;
-	case FS_F_TIMEOUT: {
-		long t;
-		rc = fs_parse_timeout(buf, size, &t);
-		if (rc < 0)
-			return rc;
-		/* 0 means no limit: journaled as -1, 0 there means unset */
-		rc = fs_sandbox_set_timeout(m, h->loc.sb, t == 0 ? -1 : t);
-		return rc < 0 ? rc : (int)size;
-	}
-	default:
-		return -EACCES;
-	}
+	return fs_file_write(fs_m(), (struct fs_ctl_handle *)hh, buf, size);
 }
 
 static int fs_flush(const char *path, struct fuse_file_info *fi)
@@ -762,7 +663,7 @@ bool fs_ops_may_wait(uint64_t fh, bool write)
 		return false;
 	struct fs_ctl_handle *h = (struct fs_ctl_handle *)hh;
 	if (write)
-		return h->loc.file == FS_F_CTL || h->loc.file == FS_F_MCTL;
+		return fs_file_def(h->loc.file)->write_waits;
 	pthread_mutex_lock(&h->lock);
 	bool waits = !h->loaded && fs_file_waits(&h->loc);
 	pthread_mutex_unlock(&h->lock);

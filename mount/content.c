@@ -13,158 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-static const char *const fs_file_names[] = {
-    [FS_F_CTL] = "ctl",		[FS_F_STDOUT] = "stdout",   [FS_F_STDERR] = "stderr",
-    [FS_F_EXIT] = "exit",	[FS_F_STATUS] = "status",   [FS_F_LAST] = "last",
-    [FS_F_TIMEOUT] = "timeout", [FS_F_STATE] = "state",	    [FS_F_INFO] = "info",
-    [FS_F_COMMAND] = "command", [FS_F_MCTL] = "ctl",	    [FS_F_HEALTH] = "health",
-    [FS_F_STATS] = "stats",	[FS_F_POOLS] = "pools",	    [FS_F_VERSION] = "version",
-};
-
-const char *fs_file_name(enum fs_file f)
-{
-	return fs_file_names[f];
-}
-
-static const enum fs_file fs_sb_files[] = {
-    FS_F_CTL,  FS_F_STDOUT,  FS_F_STDERR, FS_F_EXIT, FS_F_STATUS,
-    FS_F_LAST, FS_F_TIMEOUT, FS_F_STATE,  FS_F_INFO,
-};
-static const enum fs_file fs_run_files[] = {
-    FS_F_COMMAND, FS_F_STDOUT, FS_F_STDERR, FS_F_EXIT, FS_F_STATUS, FS_F_INFO,
-};
-static const enum fs_file fs_m_files[] = {
-    FS_F_MCTL,
-    FS_F_HEALTH,
-    FS_F_STATS,
-    FS_F_POOLS,
-    FS_F_VERSION,
-};
-
-static int fs_match(const char *name, size_t len, const enum fs_file *set, size_t n,
-		    enum fs_file *out)
-{
-	for (size_t i = 0; i < n; i++) {
-		const char *f = fs_file_names[set[i]];
-		if (strlen(f) == len && memcmp(f, name, len) == 0) {
-			*out = set[i];
-			return 0;
-		}
-	}
-	return -ENOENT;
-}
-
-#define N(a) (sizeof(a) / sizeof((a)[0]))
-
-/* The next segment of p: its start and length; advances p. */
-static bool fs_segment(const char **p, const char **seg, size_t *len)
-{
-	while (**p == '/')
-		(*p)++;
-	if (!**p)
-		return false;
-	*seg = *p;
-	while (**p && **p != '/')
-		(*p)++;
-	*len = (size_t)(*p - *seg);
-	return true;
-}
-
-int fs_resolve(struct fs_mount *m, const char *path, struct fs_loc *loc)
-{
-	memset(loc, 0, sizeof(*loc));
-	const char *p = path, *seg;
-	size_t len;
-	if (!fs_segment(&p, &seg, &len)) {
-		loc->node = FS_N_ROOT;
-		return 0;
-	}
-	if (len == 10 && memcmp(seg, ".sandboxfs", 10) == 0) {
-		if (!fs_segment(&p, &seg, &len)) {
-			loc->node = FS_N_MDIR;
-			return 0;
-		}
-		if (fs_match(seg, len, fs_m_files, N(fs_m_files), &loc->file) < 0)
-			return -ENOENT;
-		loc->node = FS_N_MFILE;
-		return fs_segment(&p, &seg, &len) ? -ENOTDIR : 0;
-	}
-	char id[64];
-	if (len >= sizeof(id))
-		return -ENOENT;
-	memcpy(id, seg, len);
-	id[len] = '\0';
-	if (!backend_sandbox_id_valid(id))
-		return -ENOENT;
-	pthread_mutex_lock(&m->lock);
-	struct fs_sandbox *sb = fs_sandbox_find(m, id);
-	bool found = sb && sb->present;
-	pthread_mutex_unlock(&m->lock);
-	if (!found && m->have_orch) {
-		/* maybe created elsewhere: one cached listing tells */
-		fs_orch_refresh(m, false);
-		pthread_mutex_lock(&m->lock);
-		sb = fs_sandbox_find(m, id);
-		found = sb && sb->present;
-		pthread_mutex_unlock(&m->lock);
-	}
-	if (!found)
-		return -ENOENT;
-	loc->sb = sb;
-	if (!fs_segment(&p, &seg, &len)) {
-		loc->node = FS_N_SB;
-		return 0;
-	}
-	if (len == 9 && memcmp(seg, "workspace", 9) == 0) {
-		loc->node = FS_N_WS;
-		while (*p == '/')
-			p++;
-		loc->rel = p;
-		return 0;
-	}
-	if (len == 4 && memcmp(seg, "runs", 4) == 0) {
-		if (!fs_segment(&p, &seg, &len)) {
-			loc->node = FS_N_RUNS;
-			return 0;
-		}
-		char num[24];
-		if (len >= sizeof(num) || seg[0] == '0')
-			return -ENOENT;
-		memcpy(num, seg, len);
-		num[len] = '\0';
-		char *end;
-		unsigned long long seq = strtoull(num, &end, 10);
-		if (*end || seq == 0)
-			return -ENOENT;
-		pthread_mutex_lock(&m->lock);
-		bool have = fs_sandbox_user_run(sb, seq) != NULL;
-		pthread_mutex_unlock(&m->lock);
-		if (!have)
-			return -ENOENT;
-		loc->seq = seq;
-		if (!fs_segment(&p, &seg, &len)) {
-			loc->node = FS_N_RUN;
-			return 0;
-		}
-		if (fs_match(seg, len, fs_run_files, N(fs_run_files), &loc->file) < 0)
-			return -ENOENT;
-		loc->node = FS_N_RUNFILE;
-		return fs_segment(&p, &seg, &len) ? -ENOTDIR : 0;
-	}
-	if (fs_match(seg, len, fs_sb_files, N(fs_sb_files), &loc->file) < 0)
-		return -ENOENT;
-	loc->node = FS_N_SBFILE;
-	return fs_segment(&p, &seg, &len) ? -ENOTDIR : 0;
-}
-
-bool fs_file_waits(const struct fs_loc *loc)
-{
-	if (loc->node != FS_N_SBFILE && loc->node != FS_N_RUNFILE)
-		return false;
-	return loc->file == FS_F_STDOUT || loc->file == FS_F_STDERR ||
-	       loc->file == FS_F_EXIT;
-}
-
 /* The run a file speaks of (lock held): the latest, or runs/SEQ. */
 static struct fs_run *fs_loc_run(const struct fs_loc *loc)
 {
@@ -323,7 +171,7 @@ static int fs_memstream_done(FILE *f, char **mbuf, size_t *msize, char **buf, si
 	return 0;
 }
 
-static int fs_render_health(struct fs_mount *m, char **buf, size_t *len)
+static int fs_render_health_text(struct fs_mount *m, char **buf, size_t *len)
 {
 	char *mb = NULL;
 	size_t ms = 0;
@@ -407,7 +255,7 @@ static int fs_render_health(struct fs_mount *m, char **buf, size_t *len)
 	return fs_memstream_done(f, &mb, &ms, buf, len);
 }
 
-static int fs_render_stats(struct fs_mount *m, char **buf, size_t *len)
+static int fs_render_stats_text(struct fs_mount *m, char **buf, size_t *len)
 {
 	char *mb = NULL;
 	size_t ms = 0;
@@ -457,7 +305,7 @@ static int fs_render_stats(struct fs_mount *m, char **buf, size_t *len)
 
 /* .sandboxfs/pools: one line a pool, "ID size=N warm=N claimed=N", so
  * that a user sees why a create was refused with EAGAIN (429). */
-static int fs_render_pools(struct fs_mount *m, char **buf, size_t *len)
+static int fs_render_pools_text(struct fs_mount *m, char **buf, size_t *len)
 {
 	if (!m->have_orch)
 		return fs_strbuf("", buf, len);
@@ -493,33 +341,46 @@ static int fs_render_pools(struct fs_mount *m, char **buf, size_t *len)
 	return fs_memstream_done(f, &mb, &ms, buf, len);
 }
 
-int fs_render(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *len)
-{
-	char tmp[64];
-	*buf = NULL;
-	*len = 0;
-	switch (loc->node) {
-	case FS_N_MFILE:
-		switch (loc->file) {
-		case FS_F_HEALTH:
-			return fs_render_health(m, buf, len);
-		case FS_F_STATS:
-			return fs_render_stats(m, buf, len);
-		case FS_F_POOLS:
-			return fs_render_pools(m, buf, len);
-		case FS_F_VERSION:
-			return fs_strbuf("sandboxfs " SANDBOXFS_VERSION "\n", buf, len);
-		default:
-			return fs_strbuf("", buf, len);
-		}
-	case FS_N_SBFILE:
-	case FS_N_RUNFILE:
-		break;
-	default:
-		return -EISDIR;
-	}
+/* --- the contents of each file (the table in files.c points here) --------*/
 
-	struct fs_sandbox *sb = loc->sb;
+int fs_render_empty(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *len)
+{
+	(void)m;
+	(void)loc;
+	return fs_strbuf("", buf, len);
+}
+
+int fs_render_version(struct fs_mount *m, const struct fs_loc *loc, char **buf,
+		      size_t *len)
+{
+	(void)m;
+	(void)loc;
+	return fs_strbuf("sandboxfs " SANDBOXFS_VERSION "\n", buf, len);
+}
+
+int fs_render_health(struct fs_mount *m, const struct fs_loc *loc, char **buf,
+		     size_t *len)
+{
+	(void)loc;
+	return fs_render_health_text(m, buf, len);
+}
+
+int fs_render_stats(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *len)
+{
+	(void)loc;
+	return fs_render_stats_text(m, buf, len);
+}
+
+int fs_render_pools(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *len)
+{
+	(void)loc;
+	return fs_render_pools_text(m, buf, len);
+}
+
+/* stdout and stderr of the latest run or of runs/SEQ: empty while it
+ * runs (a reader waits first, fs_file_def.waits). */
+int fs_render_output(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *len)
+{
 	struct journal_output o = {0};
 	bool output = false;
 	int rc = 0;
@@ -529,78 +390,24 @@ int fs_render(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *
 		pthread_mutex_unlock(&m->lock);
 		return -ENOENT;
 	}
-	switch (loc->file) {
-	case FS_F_CTL:
-		rc = fs_strbuf("", buf, len);
-		break;
-	case FS_F_STDOUT:
-	case FS_F_STDERR:
-		if (r && r->status != FS_RUN_RUNNING) {
-			const struct journal_output *src =
-			    loc->file == FS_F_STDOUT ? &r->out : &r->err;
-			o.len = src->len;
-			o.crc32 = src->crc32;
-			o.file = src->file;
-			o.data = src->data;
-			output = true;
-			/* fs_output_load copies; keep the lock meanwhile for
-			 * inline data, release it for files */
-			if (src->data) {
-				rc = fs_output_load(m, &o, buf, len);
-				output = false;
-			} else if (!(o.file = fs_strdup0(src->file)) && src->file) {
-				rc = -ENOMEM;
-				output = false;
-			}
-		} else {
-			rc = fs_strbuf("", buf, len);
-		}
-		break;
-	case FS_F_EXIT:
-		if (r && (r->status == FS_RUN_EXITED || r->status == FS_RUN_TIMEOUT))
-			snprintf(tmp, sizeof(tmp), "%d\n", r->exit_code);
-		else
-			tmp[0] = '\0';
-		rc = fs_strbuf(tmp, buf, len);
-		break;
-	case FS_F_STATUS:
-		snprintf(tmp, sizeof(tmp), "%s\n",
-			 r ? fs_run_status_name(r->status) : "idle");
-		rc = fs_strbuf(tmp, buf, len);
-		break;
-	case FS_F_LAST:
-		snprintf(tmp, sizeof(tmp), "%" PRIu64 "\n", fs_sandbox_last(sb));
-		rc = fs_strbuf(tmp, buf, len);
-		break;
-	case FS_F_TIMEOUT:
-		snprintf(tmp, sizeof(tmp), "%ld\n", fs_sandbox_timeout(m, sb));
-		rc = fs_strbuf(tmp, buf, len);
-		break;
-	case FS_F_STATE:
-		snprintf(tmp, sizeof(tmp), "%s\n", fs_sb_state_name(sb->state));
-		rc = fs_strbuf(tmp, buf, len);
-		break;
-	case FS_F_COMMAND: {
-		size_t n = strlen(r->command);
-		*buf = malloc(n + 2);
-		if (!*buf) {
+	if (r && r->status != FS_RUN_RUNNING) {
+		const struct journal_output *src = loc->file == FS_F_STDOUT ? &r->out : &r->err;
+		o.len = src->len;
+		o.crc32 = src->crc32;
+		o.file = src->file;
+		o.data = src->data;
+		output = true;
+		/* fs_output_load copies; keep the lock meanwhile for inline
+		 * data, release it for files */
+		if (src->data) {
+			rc = fs_output_load(m, &o, buf, len);
+			output = false;
+		} else if (!(o.file = fs_strdup0(src->file)) && src->file) {
 			rc = -ENOMEM;
-			break;
+			output = false;
 		}
-		memcpy(*buf, r->command, n);
-		(*buf)[n] = '\n';
-		(*buf)[n + 1] = '\0';
-		*len = n + 1;
-		break;
-	}
-	case FS_F_INFO: {
-		cJSON *j =
-		    loc->node == FS_N_RUNFILE ? fs_run_json(r) : fs_sandbox_json(m, sb);
-		rc = fs_json_out(j, buf, len);
-		break;
-	}
-	default:
-		rc = -ENOENT;
+	} else {
+		rc = fs_strbuf("", buf, len);
 	}
 	pthread_mutex_unlock(&m->lock);
 	if (output) {
@@ -609,6 +416,93 @@ int fs_render(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *
 		free(o.file);
 	}
 	return rc;
+}
+
+/* The one-line files of a run or a sandbox, rendered under the lock. */
+int fs_render_line(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *len)
+{
+	char tmp[64];
+	struct fs_sandbox *sb = loc->sb;
+	int rc = 0;
+	pthread_mutex_lock(&m->lock);
+	struct fs_run *r = fs_loc_run(loc);
+	if (loc->node == FS_N_RUNFILE && !r) {
+		pthread_mutex_unlock(&m->lock);
+		return -ENOENT;
+	}
+	switch (loc->file) {
+	case FS_F_EXIT:
+		if (r && (r->status == FS_RUN_EXITED || r->status == FS_RUN_TIMEOUT))
+			snprintf(tmp, sizeof(tmp), "%d\n", r->exit_code);
+		else
+			tmp[0] = '\0';
+		break;
+	case FS_F_STATUS:
+		snprintf(tmp, sizeof(tmp), "%s\n", r ? fs_run_status_name(r->status) : "idle");
+		break;
+	case FS_F_LAST:
+		snprintf(tmp, sizeof(tmp), "%" PRIu64 "\n", fs_sandbox_last(sb));
+		break;
+	case FS_F_TIMEOUT:
+		snprintf(tmp, sizeof(tmp), "%ld\n", fs_sandbox_timeout(m, sb));
+		break;
+	case FS_F_STATE:
+		snprintf(tmp, sizeof(tmp), "%s\n", fs_sb_state_name(sb->state));
+		break;
+	default:
+		rc = -ENOENT;
+	}
+	if (rc == 0)
+		rc = fs_strbuf(tmp, buf, len);
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+/* runs/SEQ/command: the user's own text. */
+int fs_render_command(struct fs_mount *m, const struct fs_loc *loc, char **buf,
+		      size_t *len)
+{
+	int rc = 0;
+	pthread_mutex_lock(&m->lock);
+	struct fs_run *r = fs_loc_run(loc);
+	size_t n = r ? strlen(r->command) : 0;
+	if (!r)
+		rc = -ENOENT;
+	else if (!(*buf = malloc(n + 2)))
+		rc = -ENOMEM;
+	if (rc == 0) {
+		memcpy(*buf, r->command, n);
+		(*buf)[n] = '\n';
+		(*buf)[n + 1] = '\0';
+		*len = n + 1;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+/* info of a sandbox or of runs/SEQ, as JSON. */
+int fs_render_info(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *len)
+{
+	pthread_mutex_lock(&m->lock);
+	struct fs_run *r = fs_loc_run(loc);
+	int rc;
+	if (loc->node == FS_N_RUNFILE && !r)
+		rc = -ENOENT;
+	else
+		rc = fs_json_out(loc->node == FS_N_RUNFILE ? fs_run_json(r)
+							   : fs_sandbox_json(m, loc->sb),
+				 buf, len);
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+int fs_render(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *len)
+{
+	*buf = NULL;
+	*len = 0;
+	if (loc->node != FS_N_MFILE && loc->node != FS_N_SBFILE && loc->node != FS_N_RUNFILE)
+		return -EISDIR;
+	return fs_file_def(loc->file)->render(m, loc, buf, len);
 }
 
 off_t fs_render_size(struct fs_mount *m, const struct fs_loc *loc)

@@ -1,9 +1,10 @@
 /*
- * node_i.h — private to fs/: what a path of the mount names, and the
- * contents of the small files.
+ * node_i.h — private to mount/ and fuse/: what a path of the mount names,
+ * the control-file table (files.c) and the contents of the small files
+ * (content.c).
  */
-#ifndef SANDBOXFS_FS_NODE_I_H
-#define SANDBOXFS_FS_NODE_I_H
+#ifndef SANDBOXFS_MOUNT_NODE_I_H
+#define SANDBOXFS_MOUNT_NODE_I_H
 
 #include "handle.h"
 #include "mount_i.h"
@@ -62,10 +63,48 @@ struct fs_ctl_handle {
 	bool sent_unknown;
 };
 
+/* One FUSE write at most (DESIGN.md §2). */
+#define FS_MAX_WRITE (1024 * 1024)
+
+/* Where a control file appears. */
+enum {
+	FS_IN_SB = 1,	/* ID/ */
+	FS_IN_RUN = 2,	/* ID/runs/SEQ/ */
+	FS_IN_MDIR = 4, /* .sandboxfs/ */
+};
+
+typedef int fs_render_fn(struct fs_mount *m, const struct fs_loc *loc, char **buf,
+			 size_t *len);
+
+/* One line of the control-file table (files.c). */
+struct fs_file_def {
+	enum fs_file file;
+	const char *name;
+	unsigned in;	  /* FS_IN_* */
+	mode_t mode;	  /* 0444 unless a write does something */
+	bool waits;	  /* a read waits for the running command */
+	bool write_waits; /* a write may wait (a command, the orchestrator) */
+	bool size_known;  /* stat shows the size a read would give now */
+	/* the whole contents, into a malloc'ed buffer; never waits */
+	fs_render_fn *render;
+	/* one write(2); 0 or -errno */
+	int (*write)(struct fs_mount *m, struct fs_ctl_handle *h, const char *buf,
+		     size_t size);
+};
+
+/* The table's line of f. */
+const struct fs_file_def *fs_file_def(enum fs_file f);
+/* The next file that appears in `in` (FS_IN_*), from *i (start at 0), in
+ * listing order; NULL after the last. */
+const struct fs_file_def *fs_file_next(unsigned in, size_t *i);
+/* A write(2) to an open control file: its size or -errno. */
+int fs_file_write(struct fs_mount *m, struct fs_ctl_handle *h, const char *buf, size_t size);
+
 /* Resolves path; 0 or -ENOENT. */
 int fs_resolve(struct fs_mount *m, const char *path, struct fs_loc *loc);
-/* The file name table, for readdir and resolve. */
-const char *fs_file_name(enum fs_file f);
+/* The renderers of the table (content.c). */
+fs_render_fn fs_render_empty, fs_render_version, fs_render_health, fs_render_stats,
+    fs_render_pools, fs_render_output, fs_render_line, fs_render_command, fs_render_info;
 /* Renders the contents of a small file into a malloc'ed buffer. Never
  * waits. Returns 0 or -errno. */
 int fs_render(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *len);
