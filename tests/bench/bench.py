@@ -613,6 +613,153 @@ class Bench:
         self.row(f"command round trip after listing {shown:,} entries", s, "ms",
                  target=("le", 1.25), target_sshfs=False, rss=self.hwm_mib())
 
+    # --- scale: one mount, many sandboxes, many commands at once -------------
+    def orch_mount(self, name, n):
+        """A local orchestrator with n sandboxes (created through its API,
+        so foreign to the mount but usable) and a mount of it with its
+        defaults. Returns (server, mount, client); the caller stops both."""
+        (self.tmp / name).mkdir()
+        srv = sbx.Server(orchestrator=True, tmp=self.tmp / name)
+        srv.start()
+        c = srv.client()
+        for i in range(n):
+            r = c.create(pool="default", id=f"s{i:05d}")
+            if r.status != 201:
+                srv.stop()
+                raise RuntimeError(f"create s{i:05d}: {r.status}")
+        m = mount.Mount(self.tmp / name, server=srv)
+        m.start()
+        return srv, m, c
+
+    @staticmethod
+    def proc_status(pid):
+        out = {}
+        for ln in open(f"/proc/{pid}/status"):
+            k, _, v = ln.partition(":")
+            if k in ("Threads", "VmRSS", "VmHWM"):
+                out[k] = int(v.split()[0])
+        return out
+
+    def w_scale(self):
+        """Many commands at once across many sandboxes of one mount: the
+        wall time against the same executes sent straight to the sandboxes
+        in parallel, and how fast the rest of the mount answers meanwhile
+        against the idle mount."""
+        n, k, secs = self.args.scale_sandboxes, self.args.scale_commands, self.args.scale_seconds
+        log(f"bench: scale: {n} sandboxes, {k} commands of {secs} s")
+        srv, m, c = self.orch_mount("scale", n)
+        try:
+            root = m.mnt
+            if len(os.listdir(root)) < n:
+                raise RuntimeError("the mount does not list every sandbox")
+            other = root / f"s{n - 1:05d}"
+            (other / "workspace" / "f").write_text("x")
+            probe = [("ls", lambda: os.listdir(other / "workspace")),
+                     ("stat", lambda: os.stat(other / "workspace" / "f")),
+                     ("cat status", lambda: (other / "status").read_bytes())]
+
+            def probe_once():
+                t = now()
+                for _, f in probe:
+                    f()
+                return now() - t
+
+            idle_st = self.proc_status(m.pid)
+            wall = {"sandboxfs": [], "direct": []}
+            idle, busy = [], []
+            peak = {"Threads": 0, "VmHWM": 0}
+            urls = [c.sandbox(f"s{i:05d}").json()["url"] for i in range(k)]
+            for rep in range(self.reps):
+                for _ in range(10):
+                    idle.append(probe_once())
+                    time.sleep(0.02)
+                # through the mount: one writer per sandbox, all at once
+                t0 = now()
+                procs = [subprocess.Popen(["sh", "-c", f"echo 'sleep {secs}' > {root}/s{i:05d}/ctl"])
+                         for i in range(k)]
+                time.sleep(min(1.0, secs / 4))
+                while any(p.poll() is None for p in procs) and now() - t0 < secs * 0.9:
+                    busy.append(probe_once())
+                    st = self.proc_status(m.pid)
+                    peak = {key: max(peak[key], st[key]) for key in peak}
+                    time.sleep(0.1)
+                rcs = [p.wait(timeout=secs * 20) for p in procs]
+                wall["sandboxfs"].append(now() - t0)
+                bad = sum(1 for rc in rcs if rc) + sum(
+                    1 for i in range(k) if (root / f"s{i:05d}" / "exit").read_text().strip() != "0")
+                if bad:
+                    raise RuntimeError(f"{bad} of {k} commands failed through the mount")
+                # direct: the same executes, one thread each, all at once
+                results = [None] * k
+
+                def one(i):
+                    results[i] = sbx.execute(urls[i], f"sleep {secs}", timeout_seconds=secs * 4)
+                import threading
+                threads = [threading.Thread(target=one, args=(i,)) for i in range(k)]
+                t0 = now()
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                wall["direct"].append(now() - t0)
+                if any(r is None or r.status != 200 for r in results):
+                    raise RuntimeError("a direct execute failed")
+            self.row(f"{k} commands of {secs} s across {n} sandboxes, at once (wall)", wall,
+                     "s", target=("le", 1.5), target_sshfs=False,
+                     rss=peak["VmHWM"] / 1024,
+                     note=f"direct: the same {k} executes sent to the sandboxes in parallel; "
+                          f"daemon with {n} idle sandboxes: {idle_st['Threads']} threads, "
+                          f"{idle_st['VmRSS'] / 1024:.0f} MiB; while they ran: up to "
+                          f"{peak['Threads']} threads (one per running command and one per "
+                          f"waiting writer; FUSE workers stay free), {peak['VmHWM'] / 1024:.0f} MiB "
+                          f"peak; mount options: the defaults")
+            self.row(f"ls + stat + cat status elsewhere while they run", {
+                "sandboxfs": busy, "direct": idle}, "ms", target=("le", 2), target_sshfs=False,
+                note=f"direct column: the same three calls on the idle mount; {len(busy)} "
+                     f"samples during the runs, {len(idle)} idle")
+        finally:
+            m.stop()
+            srv.stop()
+
+    def w_memory(self):
+        """The daemon's resident memory with many idle sandboxes, then after
+        a find over a large workspace tree."""
+        n, entries = self.args.scale_sandboxes, self.args.memory_entries
+        log(f"bench: memory: {n} sandboxes, a find over {entries} entries")
+        srv, m, c = self.orch_mount("memory", n)
+        try:
+            root = m.mnt
+            for i in range(n):
+                os.stat(root / f"s{i:05d}" / "status")
+            idle = self.proc_status(m.pid)
+            sb = root / "s00000"
+            dirs = max(1, entries // 1000)
+            fd = os.open(sb / "ctl", os.O_WRONLY)
+            try:
+                os.write(fd, (f"for i in $(seq {dirs}); do mkdir d$i && (cd d$i && "
+                              f"seq -f f%04g 1000 | xargs touch); done\n").encode())
+            finally:
+                os.close(fd)
+            t = now()
+            out = subprocess.run(["find", str(sb / "workspace")], capture_output=True,
+                                 text=True, timeout=1800).stdout
+            took = now() - t
+            found = out.count("\n")
+            after = self.proc_status(m.pid)
+            if found < dirs * 1000:
+                raise RuntimeError(f"find saw {found} entries of {dirs * 1000}")
+            self.row(f"daemon RSS: {n} idle sandboxes", {"sandboxfs": [idle["VmRSS"] * 1024]},
+                     "MiB", kind="size", target_sshfs=False,
+                     note=f"{idle['Threads']} threads; target < 128 MiB")
+            self.row(f"daemon RSS after find over {found:,} entries",
+                     {"sandboxfs": [after["VmHWM"] * 1024]}, "MiB", kind="size",
+                     target_sshfs=False,
+                     note=f"find took {took:.1f} s; target < 128 MiB "
+                          f"({'met' if after['VmHWM'] < 128 * 1024 else 'missed'})")
+        finally:
+            m.stop()
+            srv.stop()
+
     def w_real(self):
         log("5. real work (untar, git status, make)")
         # a real source tree: Python's standard library as installed (without
@@ -722,6 +869,8 @@ clean:
 def fmt(v, unit):
     if v is None:
         return "—"
+    if unit == "MiB":
+        return f"{v / 2**20:,.0f} MiB"
     if unit == "MB/s":
         return f"{v / 1e6:,.0f} MB/s"
     if unit == "ms" and v < 1e-3:
@@ -821,7 +970,8 @@ def main():
     ap.add_argument("build")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--only", action="append",
-                    choices=["roundtrip", "large", "small", "metadata", "real"])
+                    choices=["roundtrip", "large", "small", "metadata", "real", "scale",
+                             "memory"])
     ap.add_argument("--quick", action="store_true",
                     help="small sizes, 3 repetitions (a smoke run, not for the table)")
     ap.add_argument("--no-sshfs", action="store_true")
@@ -832,9 +982,23 @@ def main():
     ap.add_argument("--eatmydata", action="store_true",
                     help="diagnosis: run sandboxfs with fsync/fdatasync as no-ops")
     ap.add_argument("-o", dest="opt", action="append", help="extra sandboxfs -o option")
+    ap.add_argument("--scale-sandboxes", type=int, default=None,
+                    help="sandboxes of the scale and memory workloads (1000)")
+    ap.add_argument("--scale-commands", type=int, default=None,
+                    help="commands started at once in the scale workload (500)")
+    ap.add_argument("--scale-seconds", type=int, default=5,
+                    help="how long each of them runs (5)")
+    ap.add_argument("--memory-entries", type=int, default=None,
+                    help="workspace entries the memory workload finds (200000)")
     args = ap.parse_args()
     args.commands, args.large_mib, args.files = 200, 256, 1000
     args.dir_entries, args.tree_files = 10000, 20000
+    sizes = dict(scale_sandboxes=1000, scale_commands=500, memory_entries=200000)
+    if args.quick:
+        sizes = dict(scale_sandboxes=100, scale_commands=50, memory_entries=20000)
+    for key, v in sizes.items():
+        if getattr(args, key) is None:
+            setattr(args, key, v)
     if args.quick:
         args.reps = min(args.reps, 3)
         args.commands, args.large_mib, args.files = 50, 32, 200
@@ -843,7 +1007,7 @@ def main():
     t0 = time.monotonic()
     try:
         b.start()
-        for name in ("roundtrip", "large", "small", "metadata", "real"):
+        for name in ("roundtrip", "large", "small", "metadata", "real", "scale", "memory"):
             if not args.only or name in args.only:
                 try:
                     getattr(b, "w_" + name)()
