@@ -110,6 +110,23 @@ static int dump_one(void *ctx, const struct journal_record *r, uint64_t offset)
 	/* a spec may carry secrets (environment values, artifact URLs) */
 	if (r->spec)
 		fprintf(out, " spec=(%zu bytes, not shown)", strlen(r->spec));
+	/* so may an environment: its names are shown, never its values */
+	if (r->env) {
+		fputs(" env=", out);
+		const char *p = r->env;
+		bool first = true;
+		while (*p) {
+			const char *eq = strchr(p, '='), *nl = strchr(p, '\n');
+			if (!nl)
+				nl = p + strlen(p);
+			if (eq && eq < nl) {
+				fprintf(out, "%s%.*s", first ? "" : ",", (int)(eq - p), p);
+				first = false;
+			}
+			p = *nl ? nl + 1 : nl;
+		}
+		fputs(first ? "(none)" : " (values not shown)", out);
+	}
 	if (r->seq)
 		fprintf(out, " seq=%" PRIu64, r->seq);
 	if (r->timeout_s)

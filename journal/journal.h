@@ -70,7 +70,10 @@ enum journal_kind {
 	JOURNAL_SNAPSHOT, /* sandbox, sb_state, owned, url, pool, image, port,
 			     idle_s, timeout_s, time_ms = created, seq =
 			     last_seq, commands_run, error = last_error,
-			     foreign, spec, bound_s */
+			     foreign, spec, bound_s, env, path = cwd */
+	/* More small facts (format 1; older readers skip them). */
+	JOURNAL_SET_ENV, /* sandbox, env: "KEY=VALUE\n" lines (NULL: none) */
+	JOURNAL_SET_CWD, /* sandbox, path: workspace-relative ("" or NULL: the root) */
 	JOURNAL_KIND_MAX
 };
 
@@ -125,6 +128,9 @@ struct journal_record {
 	/* CREATE_INTENT, SNAPSHOT: the request bound (timeoutSeconds) the
 	 * create sent: seconds, JOURNAL_BOUND_NONE for none, 0 not known. */
 	long bound_s;
+	/* SET_ENV, SNAPSHOT: the environment of later commands, "KEY=VALUE\n"
+	 * lines (values may be secrets: the dump never shows them). */
+	char *env;
 };
 #define JOURNAL_BOUND_NONE (-1L)
 void journal_record_clear(struct journal_record *r);
@@ -187,6 +193,8 @@ struct journal_sandbox {
 	int port;
 	long idle_s;
 	long timeout_s; /* per-sandbox command timeout, 0 = unset */
+	char *env;	/* "KEY=VALUE\n" lines for later commands, or NULL */
+	char *cwd;	/* their working directory in the workspace, or NULL */
 	uint64_t created_ms;
 	uint64_t last_seq;     /* highest sequence number ever used */
 	uint64_t commands_run; /* total, including runs dropped from history */

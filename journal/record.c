@@ -28,6 +28,8 @@ static const char *const kind_names[JOURNAL_KIND_MAX] = {
     [JOURNAL_DELETE_UNCONFIRMED] = "DELETE_UNCONFIRMED",
     [JOURNAL_SET_TIMEOUT] = "SET_TIMEOUT",
     [JOURNAL_SNAPSHOT] = "SNAPSHOT",
+    [JOURNAL_SET_ENV] = "SET_ENV",
+    [JOURNAL_SET_CWD] = "SET_CWD",
 };
 
 const char *journal_kind_name(enum journal_kind kind)
@@ -59,6 +61,7 @@ void journal_record_clear(struct journal_record *r)
 	free(r->cache_file);
 	free(r->error);
 	free(r->spec);
+	free(r->env);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -98,7 +101,8 @@ int journal_record_copy(struct journal_record *dst, const struct journal_record 
 	    journal_output_copy(&dst->out, &src->out) ||
 	    journal_output_copy(&dst->err, &src->err) || dup_str(&dst->path, src->path) ||
 	    dup_str(&dst->cache_file, src->cache_file) ||
-	    dup_str(&dst->error, src->error) || dup_str(&dst->spec, src->spec)) {
+	    dup_str(&dst->error, src->error) || dup_str(&dst->spec, src->spec) ||
+	    dup_str(&dst->env, src->env)) {
 		journal_record_clear(dst);
 		return -ENOMEM;
 	}
@@ -139,7 +143,8 @@ bool journal_record_equal(const struct journal_record *a, const struct journal_r
 	       a->checksum == b->checksum && journal_str_equal(a->error, b->error) &&
 	       a->sb_state == b->sb_state && a->owned == b->owned &&
 	       a->commands_run == b->commands_run && a->foreign == b->foreign &&
-	       journal_str_equal(a->spec, b->spec) && a->bound_s == b->bound_s;
+	       journal_str_equal(a->spec, b->spec) && a->bound_s == b->bound_s &&
+	       journal_str_equal(a->env, b->env);
 }
 
 /* --- payload fields -------------------------------------------------------*/
@@ -180,6 +185,7 @@ enum tag {
 	T_FOREIGN,
 	T_SPEC,
 	T_BOUND,
+	T_ENV,
 };
 
 struct wbuf {
@@ -306,6 +312,7 @@ int journal_encode(const struct journal_record *r, uint8_t **buf, size_t *len)
 	w_u64(&w, T_FOREIGN, r->foreign);
 	w_str(&w, T_SPEC, r->spec);
 	w_i64(&w, T_BOUND, r->bound_s);
+	w_str(&w, T_ENV, r->env);
 	if (!w.err && w.len - JOURNAL_HEADER_SIZE > JOURNAL_MAX_PAYLOAD)
 		w.err = -EFBIG;
 	if (w.err) {
@@ -495,6 +502,8 @@ static int decode_field(struct journal_record *r, unsigned tag, const uint8_t *v
 		return get_bool(v, n, &r->foreign, why);
 	case T_SPEC:
 		return set_str(&r->spec, v, n, why);
+	case T_ENV:
+		return set_str(&r->env, v, n, why);
 	case T_BOUND:
 		rc = get_int(v, n, INT32_MIN, INT32_MAX, &x, why);
 		r->bound_s = (long)x;

@@ -51,6 +51,8 @@ static void sandbox_free(struct journal_sandbox *sb)
 	free(sb->id);
 	free(sb->url);
 	free(sb->spec);
+	free(sb->env);
+	free(sb->cwd);
 	free(sb->pool);
 	free(sb->image);
 	for (size_t i = 0; i < sb->nruns; i++)
@@ -337,6 +339,8 @@ static void apply_snapshot(struct journal_sandbox *sb, const struct journal_reco
 	sb->port = r->port;
 	sb->idle_s = r->idle_s;
 	sb->timeout_s = r->timeout_s;
+	set_str(&sb->env, r->env);
+	set_str(&sb->cwd, r->path && *r->path ? r->path : NULL);
 	sb->created_ms = r->time_ms;
 	sb->last_seq = r->seq;
 	sb->commands_run = r->commands_run;
@@ -432,6 +436,12 @@ void journal_state_apply(struct journal_state *st, const struct journal_record *
 	case JOURNAL_SET_TIMEOUT:
 		sb->timeout_s = r->timeout_s;
 		break;
+	case JOURNAL_SET_ENV:
+		set_str(&sb->env, r->env && *r->env ? r->env : NULL);
+		break;
+	case JOURNAL_SET_CWD:
+		set_str(&sb->cwd, r->path && *r->path ? r->path : NULL);
+		break;
 	case JOURNAL_SNAPSHOT:
 		apply_snapshot(sb, r);
 		break;
@@ -478,6 +488,8 @@ int journal_state_copy(struct journal_state *dst, const struct journal_state *sr
 		d->id = dup_or_null(s->id, &err);
 		d->url = dup_or_null(s->url, &err);
 		d->spec = dup_or_null(s->spec, &err);
+		d->env = dup_or_null(s->env, &err);
+		d->cwd = dup_or_null(s->cwd, &err);
 		d->pool = dup_or_null(s->pool, &err);
 		d->image = dup_or_null(s->image, &err);
 		d->last_error = dup_or_null(s->last_error, &err);
@@ -538,6 +550,7 @@ static bool sandbox_eq(const struct journal_sandbox *a, const struct journal_san
 	if (!journal_str_equal(a->id, b->id) || a->state != b->state ||
 	    a->owned != b->owned || a->foreign != b->foreign ||
 	    !journal_str_equal(a->spec, b->spec) || a->bound_s != b->bound_s ||
+	    !journal_str_equal(a->env, b->env) || !journal_str_equal(a->cwd, b->cwd) ||
 	    !journal_str_equal(a->url, b->url) || !journal_str_equal(a->pool, b->pool) ||
 	    !journal_str_equal(a->image, b->image) || a->port != b->port ||
 	    a->idle_s != b->idle_s || a->timeout_s != b->timeout_s ||
@@ -662,6 +675,8 @@ static void emit_sandbox(struct recs *rs, const struct journal_sandbox *sb)
 	r->port = sb->port;
 	r->idle_s = sb->idle_s;
 	r->timeout_s = sb->timeout_s;
+	r->env = dup_or_null(sb->env, &rs->err);
+	r->path = dup_or_null(sb->cwd, &rs->err);
 	r->seq = sb->last_seq;
 	r->commands_run = sb->commands_run;
 	r->error = dup_or_null(sb->last_error, &rs->err);
