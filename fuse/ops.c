@@ -237,6 +237,13 @@ static int fs_open(const char *path, struct fuse_file_info *fi)
 			return -EBUSY;
 		}
 	}
+	/* O_TRUNC comes with the open (atomic_o_trunc): env, cwd and stdin
+	 * are emptied by a shell's ">" */
+	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
+		rc = fs_file_truncate(m, &loc, 0);
+		if (rc < 0)
+			return rc;
+	}
 	struct fs_ctl_handle *h = calloc(1, sizeof(*h));
 	if (!h)
 		return -ENOMEM;
@@ -318,7 +325,7 @@ static int fs_write(const char *path, const char *buf, size_t size, off_t off,
 		return workspace_write(fi->fh, buf, size, off);
 	if (hh->kind != FS_HANDLE_CONTROL)
 		return -EBADF;
-	return fs_file_write(fs_m(), (struct fs_ctl_handle *)hh, buf, size);
+	return fs_file_write(fs_m(), (struct fs_ctl_handle *)hh, buf, size, off);
 }
 
 static int fs_flush(const char *path, struct fuse_file_info *fi)
@@ -344,6 +351,7 @@ static int fs_release(const char *path, struct fuse_file_info *fi)
 		struct fs_ctl_handle *h = (struct fs_ctl_handle *)hh;
 		pthread_mutex_destroy(&h->lock);
 		free(h->buf);
+		free(h->wbuf);
 		free(h);
 	}
 	return 0;
@@ -369,9 +377,10 @@ static int fs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 		return ws ? workspace_truncate(ws, loc.rel, size, fi ? fi->fh : 0)
 			  : -ENOENT;
 	}
-	/* O_TRUNC of a control file (shell redirection) is harmless */
-	if (fs_file_writable(&loc) && size == 0)
-		return 0;
+	/* O_TRUNC of a control file (shell redirection): env, cwd and stdin
+	 * are emptied, the others keep what they have */
+	if (fs_file_writable(&loc))
+		return fs_file_truncate(m, &loc, size);
 	return loc.node == FS_N_SBFILE || loc.node == FS_N_RUNFILE ||
 		       loc.node == FS_N_MFILE
 		   ? -EACCES

@@ -35,6 +35,7 @@ struct fs_job {
 	struct fs_sandbox *sb;
 	uint64_t seq;
 	char *command;
+	char *send; /* what goes to /execute when not command (runenv.c) */
 	char *url;
 	long timeout_s;
 	long bound_s;	   /* the sandbox's request bound, 0 none */
@@ -57,6 +58,7 @@ static void fs_job_put(struct fs_job *job)
 	if (!last)
 		return;
 	free(job->command);
+	free(job->send);
 	free(job->url);
 	free(job);
 }
@@ -364,8 +366,9 @@ static void *fs_job_main(void *arg)
 	memset(&err, 0, sizeof(err));
 
 	job->sent_ms = common_now_ms();
-	enum backend_status st = backend_execute(m->backend, job->url, job->command,
-						 job->timeout_s, &res, &err);
+	enum backend_status st =
+	    backend_execute(m->backend, job->url, job->send ? job->send : job->command,
+			    job->timeout_s, &res, &err);
 	fs_job_finish(job, st, &res, &err);
 	backend_exec_result_clear(&res);
 	fs_job_put(job);
@@ -566,12 +569,25 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	if (seq_out)
 		*seq_out = seq;
 
+	/* Its stdin goes up and its env and cwd wrap it (runenv.c). */
+	char *send = NULL;
+	bool upload_pending = refusal[0] != '\0';
+	if (!refusal[0] && !internal && url) {
+		int prc = fs_command_prepare(m, sb, url, seq, cmd, len, &send, refusal,
+					     sizeof(refusal));
+		if (prc < 0 && !refusal[0])
+			snprintf(refusal, sizeof(refusal), "not sent: %s", strerror(-prc));
+	}
 	if (refusal[0]) {
 		/* Never sent: a failed run (exit empty, info says why), not
 		 * journaled, like a run the journal could not take. */
-		fs_log("sandbox %s: command %llu not sent: an upload there is still "
-		       "pending (see .sandboxfs/health)",
-		       sb->id, (unsigned long long)seq);
+		if (upload_pending)
+			fs_log("sandbox %s: command %llu not sent: an upload there is "
+			       "still pending (see .sandboxfs/health)",
+			       sb->id, (unsigned long long)seq);
+		else
+			fs_log("sandbox %s: command %llu %s", sb->id,
+			       (unsigned long long)seq, refusal);
 		fs_run_abort(m, sb, seq, refusal, EIO, seat_ws);
 		free(cmd);
 		free(url);
@@ -595,6 +611,7 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 		fs_log("sandbox %s: %s", sb->id, why);
 		fs_run_abort(m, sb, seq, why, EIO, seat_ws);
 		free(cmd);
+		free(send);
 		free(url);
 		free(job);
 		return -EIO;
@@ -605,6 +622,7 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	job->seq = seq;
 	job->command = cmd;
 	job->url = url;
+	job->send = send;
 	job->timeout_s = timeout_s;
 	job->bound_s = bound_s;
 	job->internal = internal;

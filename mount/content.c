@@ -496,6 +496,60 @@ int fs_render_info(struct fs_mount *m, const struct fs_loc *loc, char **buf, siz
 	return rc;
 }
 
+/* ID/env: the user's own lines (mode 0600: the owner only). */
+int fs_render_env(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *len)
+{
+	pthread_mutex_lock(&m->lock);
+	int rc = fs_strbuf(loc->sb->env ? loc->sb->env : "", buf, len);
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+int fs_render_cwd(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *len)
+{
+	pthread_mutex_lock(&m->lock);
+	int rc = 0;
+	if (loc->sb->cwd) {
+		size_t n = strlen(loc->sb->cwd);
+		if ((*buf = malloc(n + 2))) {
+			memcpy(*buf, loc->sb->cwd, n);
+			(*buf)[n] = '\n';
+			(*buf)[n + 1] = '\0';
+			*len = n + 1;
+		} else {
+			rc = -ENOMEM;
+		}
+	} else {
+		rc = fs_strbuf("", buf, len);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+/* ID/stdin: what waits for the next command. */
+int fs_render_stdin(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *len)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/stdin/%s", m->state_dir, loc->sb->id);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return errno == ENOENT ? fs_strbuf("", buf, len) : -errno;
+	char *b = malloc(FS_STDIN_MAX + 1);
+	size_t n = b ? fread(b, 1, FS_STDIN_MAX, f) : 0;
+	int err = b && ferror(f) ? -EIO : 0;
+	fclose(f);
+	if (!b)
+		return -ENOMEM;
+	if (err) {
+		free(b);
+		return err;
+	}
+	b[n] = '\0';
+	*buf = b;
+	*len = n;
+	return 0;
+}
+
 int fs_render(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *len)
 {
 	*buf = NULL;
@@ -507,6 +561,8 @@ int fs_render(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *
 
 off_t fs_render_size(struct fs_mount *m, const struct fs_loc *loc)
 {
+	if (loc->file == FS_F_STDIN)
+		return fs_stdin_size(m, loc->sb);
 	if (loc->file == FS_F_STDOUT || loc->file == FS_F_STDERR) {
 		/* output files are not read for a stat */
 		off_t size = 0;

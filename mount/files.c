@@ -12,12 +12,15 @@
 #include <string.h>
 #include <unistd.h>
 
-static int fs_write_ctl(struct fs_mount *m, struct fs_ctl_handle *h, const char *buf,
-			size_t size);
-static int fs_write_mctl(struct fs_mount *m, struct fs_ctl_handle *h, const char *buf,
-			 size_t size);
-static int fs_write_timeout(struct fs_mount *m, struct fs_ctl_handle *h, const char *buf,
-			    size_t size);
+#define FS_WRITE_FN(name)                                                                \
+	static int name(struct fs_mount *m, struct fs_ctl_handle *h, const char *buf,     \
+			size_t size, off_t off)
+FS_WRITE_FN(fs_write_ctl);
+FS_WRITE_FN(fs_write_mctl);
+FS_WRITE_FN(fs_write_timeout);
+FS_WRITE_FN(fs_write_env);
+FS_WRITE_FN(fs_write_cwd);
+FS_WRITE_FN(fs_write_stdin);
 
 #define SB FS_IN_SB
 #define RUN FS_IN_RUN
@@ -40,6 +43,9 @@ static const struct fs_file_def fs_files[] = {
     {FS_F_TIMEOUT, "timeout", SB, 0644, false, false, true, fs_render_line, fs_write_timeout},
     {FS_F_STATE, "state", SB, 0444, false, false, true, fs_render_line, NULL},
     {FS_F_INFO, "info", SB | RUN, 0444, false, false, true, fs_render_info, NULL},
+    {FS_F_ENV, "env", SB, 0600, false, false, true, fs_render_env, fs_write_env},
+    {FS_F_CWD, "cwd", SB, 0644, false, false, true, fs_render_cwd, fs_write_cwd},
+    {FS_F_STDIN, "stdin", SB, 0600, false, false, true, fs_render_stdin, fs_write_stdin},
     /* .sandboxfs/ */
     {FS_F_MCTL, "ctl", MDIR, 0600, false, true, false, fs_render_empty, fs_write_mctl},
     {FS_F_HEALTH, "health", MDIR, 0444, false, false, false, fs_render_health, NULL},
@@ -204,9 +210,9 @@ static size_t fs_max_command(void)
 	return FS_MAX_WRITE - (size_t)page;
 }
 
-static int fs_write_ctl(struct fs_mount *m, struct fs_ctl_handle *h, const char *buf,
-			size_t size)
+FS_WRITE_FN(fs_write_ctl)
 {
+	(void)off; /* each write is one command, wherever the shell put it */
 	size_t len = size;
 	atomic_fetch_add(&m->n.ctl_writes, 1);
 	/* A piece of a longer write(2), or of a stdio stream that a shell's
@@ -232,10 +238,10 @@ static int fs_write_ctl(struct fs_mount *m, struct fs_ctl_handle *h, const char 
 	return rc;
 }
 
-static int fs_write_mctl(struct fs_mount *m, struct fs_ctl_handle *h, const char *buf,
-			 size_t size)
+FS_WRITE_FN(fs_write_mctl)
 {
 	(void)h;
+	(void)off;
 	atomic_fetch_add(&m->n.ctl_writes, 1);
 	if (size > 65536)
 		return -EFBIG;
@@ -262,9 +268,9 @@ static int fs_parse_timeout(const char *buf, size_t size, long *out)
 	return 0;
 }
 
-static int fs_write_timeout(struct fs_mount *m, struct fs_ctl_handle *h, const char *buf,
-			    size_t size)
+FS_WRITE_FN(fs_write_timeout)
 {
+	(void)off;
 	long t;
 	int rc = fs_parse_timeout(buf, size, &t);
 	if (rc < 0)
@@ -273,11 +279,63 @@ static int fs_write_timeout(struct fs_mount *m, struct fs_ctl_handle *h, const c
 	return fs_sandbox_set_timeout(m, h->loc.sb, t == 0 ? -1 : t);
 }
 
-int fs_file_write(struct fs_mount *m, struct fs_ctl_handle *h, const char *buf, size_t size)
+/* env and cwd: what this descriptor wrote so far, with buf at off; each
+ * write sets the whole (a shell may write a line at a time). */
+static int fs_write_whole(struct fs_ctl_handle *h, const char *buf, size_t size, off_t off,
+			  size_t max)
+{
+	if (off < 0 || (size_t)off > h->wlen || (size_t)off + size > max)
+		return -EFBIG;
+	char *nb = realloc(h->wbuf, (size_t)off + size + 1);
+	if (!nb)
+		return -ENOMEM;
+	memcpy(nb + off, buf, size);
+	h->wbuf = nb;
+	h->wlen = (size_t)off + size;
+	return 0;
+}
+
+FS_WRITE_FN(fs_write_env)
+{
+	int rc = fs_write_whole(h, buf, size, off, 65536);
+	return rc < 0 ? rc : fs_sandbox_set_env(m, h->loc.sb, h->wbuf, h->wlen);
+}
+
+FS_WRITE_FN(fs_write_cwd)
+{
+	int rc = fs_write_whole(h, buf, size, off, 4096);
+	return rc < 0 ? rc : fs_sandbox_set_cwd(m, h->loc.sb, h->wbuf, h->wlen);
+}
+
+/* stdin: written in pieces like any file, up to FS_STDIN_MAX. */
+FS_WRITE_FN(fs_write_stdin)
+{
+	return fs_stdin_write(m, h->loc.sb, buf, size, off);
+}
+
+int fs_file_write(struct fs_mount *m, struct fs_ctl_handle *h, const char *buf, size_t size,
+		  off_t off)
 {
 	const struct fs_file_def *d = fs_file_def(h->loc.file);
 	if (!d || !d->write)
 		return -EACCES;
-	int rc = d->write(m, h, buf, size);
+	int rc = d->write(m, h, buf, size, off);
 	return rc < 0 ? rc : (int)size;
+}
+
+int fs_file_truncate(struct fs_mount *m, const struct fs_loc *loc, off_t size)
+{
+	const struct fs_file_def *d = fs_file_def(loc->file);
+	if (!d || !d->write || size != 0)
+		return -EACCES;
+	switch (loc->file) {
+	case FS_F_ENV:
+		return fs_sandbox_set_env(m, loc->sb, "", 0);
+	case FS_F_CWD:
+		return fs_sandbox_set_cwd(m, loc->sb, "", 0);
+	case FS_F_STDIN:
+		return fs_stdin_truncate(m, loc->sb);
+	default:
+		return 0; /* O_TRUNC of ctl or timeout is harmless */
+	}
 }

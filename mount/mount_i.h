@@ -89,6 +89,8 @@ struct fs_sandbox {
 	uint64_t created_ms;
 	uint64_t listed_ms; /* last orchestrator listing that showed it */
 	long timeout_s;	    /* -1: no limit; 0: the mount default */
+	char *env;	    /* ID/env: "KEY=VALUE\n" lines, or NULL (secret) */
+	char *cwd;	    /* ID/cwd: workspace-relative, or NULL (the root) */
 	uint64_t last_seq;
 	uint64_t commands_run;
 	/* oldest first, at most opt.max_runs (internal ones dropped first) */
@@ -311,6 +313,33 @@ int fs_command_exec_cb(void *ctx, const char *sandbox_id, const char *command,
  * held; out is a copy). */
 int fs_output_load(struct fs_mount *m, const struct journal_output *o, char **buf,
 		   size_t *len);
+/* --- env, cwd and stdin of later commands (runenv.c) ----------------------*/
+/* The most bytes ID/stdin holds for the next command. */
+#define FS_STDIN_MAX (16 * 1024 * 1024)
+/* Checks ID/env text (KEY=VALUE lines, blank lines allowed) into *out
+ * ("KEY=VALUE\n" lines, NULL when empty). -EINVAL with why set. */
+int fs_env_normalize(const char *buf, size_t len, char **out, char *why, size_t whylen);
+/* Journal, then set, the environment (or working directory) of later
+ * commands; an empty text clears it. 0 or -errno. */
+int fs_sandbox_set_env(struct fs_mount *m, struct fs_sandbox *sb, const char *buf,
+		       size_t len);
+int fs_sandbox_set_cwd(struct fs_mount *m, struct fs_sandbox *sb, const char *buf,
+		       size_t len);
+/* ID/stdin: bytes written at off (0 replaces what waits), dropped, and
+ * how many wait. */
+int fs_stdin_write(struct fs_mount *m, struct fs_sandbox *sb, const char *buf, size_t size,
+		   off_t off);
+int fs_stdin_truncate(struct fs_mount *m, struct fs_sandbox *sb);
+off_t fs_stdin_size(struct fs_mount *m, const struct fs_sandbox *sb);
+/* What to send for a command: NULL in *send when nothing is set (the
+ * user's text as is), else a malloc'ed sh wrapper that takes the waiting
+ * stdin (uploaded here, under a hidden name), enters cwd, exports env and
+ * evals the user's text. 0, or -errno with why set (the command must not
+ * be sent). */
+int fs_command_prepare(struct fs_mount *m, struct fs_sandbox *sb, const char *url,
+		       uint64_t seq, const char *command, size_t len, char **send,
+		       char *why, size_t whylen);
+
 /* Waits (bounded) for the command threads at unmount and joins them.
  * Returns how many are still running. */
 int fs_command_drain(struct fs_mount *m, int seconds);

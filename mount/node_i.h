@@ -37,6 +37,9 @@ enum fs_file {
 	FS_F_STATS,
 	FS_F_POOLS,
 	FS_F_VERSION,
+	FS_F_ENV,
+	FS_F_CWD,
+	FS_F_STDIN,
 };
 
 struct fs_loc {
@@ -61,6 +64,10 @@ struct fs_ctl_handle {
 	 * (EIO) or still runs (EINTR): the bytes a client library keeps and
 	 * writes again must not run it twice, so later writes are EIO. */
 	bool sent_unknown;
+	/* env, cwd: the bytes written through this descriptor so far (a
+	 * shell may write a line at a time); each write sets them whole */
+	char *wbuf;
+	size_t wlen;
 };
 
 /* One FUSE write at most (DESIGN.md §2). */
@@ -89,7 +96,7 @@ struct fs_file_def {
 	fs_render_fn *render;
 	/* one write(2); 0 or -errno */
 	int (*write)(struct fs_mount *m, struct fs_ctl_handle *h, const char *buf,
-		     size_t size);
+		     size_t size, off_t off);
 };
 
 /* The table's line of f. */
@@ -97,14 +104,19 @@ const struct fs_file_def *fs_file_def(enum fs_file f);
 /* The next file that appears in `in` (FS_IN_*), from *i (start at 0), in
  * listing order; NULL after the last. */
 const struct fs_file_def *fs_file_next(unsigned in, size_t *i);
-/* A write(2) to an open control file: its size or -errno. */
-int fs_file_write(struct fs_mount *m, struct fs_ctl_handle *h, const char *buf, size_t size);
+/* A write(2) at off to an open control file: its size or -errno. */
+int fs_file_write(struct fs_mount *m, struct fs_ctl_handle *h, const char *buf, size_t size,
+		  off_t off);
+/* A truncate to size of a control file (O_TRUNC of a shell's ">"): env,
+ * cwd and stdin are emptied; for other writable files it does nothing. */
+int fs_file_truncate(struct fs_mount *m, const struct fs_loc *loc, off_t size);
 
 /* Resolves path; 0 or -ENOENT. */
 int fs_resolve(struct fs_mount *m, const char *path, struct fs_loc *loc);
 /* The renderers of the table (content.c). */
 fs_render_fn fs_render_empty, fs_render_version, fs_render_health, fs_render_stats,
-    fs_render_pools, fs_render_output, fs_render_line, fs_render_command, fs_render_info;
+    fs_render_pools, fs_render_output, fs_render_line, fs_render_command, fs_render_info,
+    fs_render_env, fs_render_cwd, fs_render_stdin;
 /* Renders the contents of a small file into a malloc'ed buffer. Never
  * waits. Returns 0 or -errno. */
 int fs_render(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *len);

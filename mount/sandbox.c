@@ -337,6 +337,8 @@ int fs_model_load(struct fs_mount *m, const struct journal_state *st)
 		sb->journaled = j->url != NULL;
 		sb->created_ms = j->created_ms;
 		sb->timeout_s = j->timeout_s;
+		if (fs_set_str(&sb->env, j->env) < 0 || fs_set_str(&sb->cwd, j->cwd) < 0)
+			return -ENOMEM;
 		sb->last_seq = j->last_seq;
 		sb->commands_run = j->commands_run;
 		fs_set_str(&sb->last_error, j->last_error);

@@ -62,10 +62,16 @@ static const char *const machinery[] = {
     ".pool-shim.log",
 };
 
+/* The mount's own files in the workspace root (a command's stdin on its
+ * way in) start with this; they are never the user's. */
+#define WS_OWN_PREFIX ".sandboxfs-"
+
 bool ws_machinery(const struct workspace *ws, const char *dir, const char *name)
 {
 	if (ws->c->cfg.show_machinery || dir[0] != '\0')
 		return false;
+	if (strncmp(name, WS_OWN_PREFIX, sizeof(WS_OWN_PREFIX) - 1) == 0)
+		return true;
 	for (size_t i = 0; i < sizeof(machinery) / sizeof(machinery[0]); i++)
 		if (strcmp(name, machinery[i]) == 0)
 			return true;
