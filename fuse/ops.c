@@ -284,6 +284,19 @@ static int fs_read(const char *path, char *buf, size_t size, off_t off,
 		return -EBADF;
 	struct fs_mount *m = fs_m();
 	struct fs_ctl_handle *h = (struct fs_ctl_handle *)hh;
+	/* stdout and stderr of a run that streams: what it wrote so far */
+	if ((h->loc.file == FS_F_STDOUT || h->loc.file == FS_F_STDERR) &&
+	    (h->loc.node == FS_N_SBFILE || h->loc.node == FS_N_RUNFILE)) {
+		pthread_mutex_lock(&h->lock);
+		bool loaded = h->loaded;
+		pthread_mutex_unlock(&h->lock);
+		if (!loaded) {
+			int n = fs_stream_read(m, &h->loc, buf, size, off,
+					       (fi->flags & O_NONBLOCK) != 0);
+			if (n != -ENODATA)
+				return n;
+		}
+	}
 	pthread_mutex_lock(&h->lock);
 	if (!h->loaded) {
 		if (fs_file_waits(&h->loc)) {

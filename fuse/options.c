@@ -31,6 +31,7 @@ static const struct fuse_opt fs_opt_table[] = {
     OPT("orchestrator=%s", orchestrator, 0), OPT("token_file=%s", token_file, 0),
     OPT("pool=%s", pool, 0), OPT("sandboxes=%s", sandboxes, 0), OPT("state=%s", state, 0),
     OPT("template=%s", template_path, 0), OPT("keepalive=%s", keepalive, 0),
+    OPT("stream=%s", stream, 0), OPT("max_output=%s", max_output, 0),
     OPT("server=%s", server, 0), OPT("timeout=%d", timeout, 0), OPT("proxy=%s", proxy, 0),
     OPT("listing_ttl=%d", listing_ttl_ms, 0), OPT("attr_timeout=%lf", attr_timeout, 0),
     OPT("cache_max=%s", cache_max, 0), OPT("max_runs=%d", max_runs, 0),
@@ -195,6 +196,24 @@ int fs_options_parse(struct fuse_args *args, struct fs_options *o)
 			return -1;
 		}
 	}
+	if (!o->stream || strcmp(o->stream, "yes") == 0)
+		o->stream_on = true;
+	else if (strcmp(o->stream, "no") == 0)
+		o->stream_on = false;
+	else {
+		fprintf(stderr, "sandboxfs: stream must be yes or no\n");
+		return -1;
+	}
+	o->max_output_bytes = 256ULL << 20;
+	if (o->max_output) {
+		o->max_output_bytes = fs_parse_size(o->max_output);
+		if (o->max_output_bytes < 4096) {
+			fprintf(stderr,
+				"sandboxfs: max_output: a size of at least 4K: %s\n",
+				o->max_output);
+			return -1;
+		}
+	}
 	if (!o->keepalive || strcmp(o->keepalive, "yes") == 0)
 		o->keepalive_on = true;
 	else if (strcmp(o->keepalive, "no") == 0)
@@ -262,9 +281,12 @@ void fs_options_help(const char *prog)
 	    "    -o cache_max=SIZE      bound of the workspace file cache (1G)\n"
 	    "    -o listing_max=SIZE    bound of the workspace listing cache (64M)\n"
 	    "    -o max_runs=N          command history kept per sandbox in runs/ (100)\n"
+	    "    -o stream=yes|no       stdout and stderr readable while a command runs\n"
+	    "                           (default: yes)\n"
+	    "    -o max_output=SIZE     output kept of each stream of a command (256M)\n"
 	    "    -o journal_max=SIZE    compact the journal past this size (16M)\n"
-	    "    -o max_threads=N       FUSE worker threads; waiting readers hold one "
-	    "(64)\n"
+	    "    -o max_threads=N       FUSE worker threads; requests that wait for a\n"
+	    "                           sandbox hold none (64)\n"
 	    "    -o proxy=URL           send every request through this proxy (none:\n"
 	    "                           http_proxy and the like are never used)\n"
 	    "    -o show_machinery      show the orchestrator's files in workspace/ "
@@ -307,6 +329,8 @@ void fs_options_free(struct fs_options *o)
 	free(o->pool);
 	free(o->template_path);
 	free(o->keepalive);
+	free(o->stream);
+	free(o->max_output);
 	free(o->sandboxes);
 	free(o->state);
 	free(o->server);

@@ -36,6 +36,7 @@ struct fs_job {
 	uint64_t seq;
 	char *command;
 	char *send; /* what goes to /execute when not command (runenv.c) */
+	struct fs_stream *stream; /* output while it runs (stream.c), or NULL */
 	char *url;
 	long timeout_s;
 	long bound_s;	   /* the sandbox's request bound, 0 none */
@@ -59,6 +60,7 @@ static void fs_job_put(struct fs_job *job)
 		return;
 	free(job->command);
 	free(job->send);
+	fs_stream_put(job->m, job->stream);
 	free(job->url);
 	free(job);
 }
@@ -300,6 +302,7 @@ static void fs_job_finish(struct fs_job *job, enum backend_status st,
 	struct fs_run *run = fs_sandbox_run(sb, job->seq);
 	if (run) {
 		run->status = status;
+		run->stream = NULL; /* readers now read the stored output */
 		run->ended_ms = common_wall_ms();
 		run->result_errno = -result;
 		if (st == BACKEND_OK) {
@@ -366,9 +369,17 @@ static void *fs_job_main(void *arg)
 	memset(&err, 0, sizeof(err));
 
 	job->sent_ms = common_now_ms();
+	if (job->stream)
+		fs_stream_start(job->stream);
 	enum backend_status st =
 	    backend_execute(m->backend, job->url, job->send ? job->send : job->command,
 			    job->timeout_s, &res, &err);
+	if (job->stream) {
+		int src = fs_stream_finish(job->stream, st, &res);
+		if (src < 0)
+			fs_log("sandbox %s run %llu: the rest of its output: %s", job->sb->id,
+			       (unsigned long long)job->seq, strerror(-src));
+	}
 	fs_job_finish(job, st, &res, &err);
 	backend_exec_result_clear(&res);
 	fs_job_put(job);
@@ -453,6 +464,7 @@ static void fs_run_abort(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq
 	struct fs_run *run = fs_sandbox_run(sb, seq);
 	if (run) {
 		run->status = FS_RUN_FAILED;
+		run->stream = NULL; /* its creator drops it */
 		run->ended_ms = common_wall_ms();
 		run->result_errno = errnum;
 		fs_set_str(&run->error, why);
@@ -578,6 +590,29 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 		if (prc < 0 && !refusal[0])
 			snprintf(refusal, sizeof(refusal), "not sent: %s", strerror(-prc));
 	}
+	/* Its output readable while it runs (stream.c). */
+	struct fs_stream *stream = NULL;
+	if (!refusal[0] && !internal && url && m->opt.stream_on) {
+		char *inner = send ? send : fs_sh_eval(cmd, len);
+		char *wrapped = NULL;
+		int src = inner ? fs_stream_new(m, sb, seq, url, inner, strlen(inner), &wrapped,
+						&stream)
+				: -ENOMEM;
+		if (inner != send)
+			free(inner);
+		if (src == 0) {
+			free(send);
+			send = wrapped;
+			pthread_mutex_lock(&m->lock);
+			struct fs_run *sr = fs_sandbox_run(sb, seq);
+			if (sr)
+				sr->stream = stream;
+			pthread_mutex_unlock(&m->lock);
+		} else {
+			fs_log("sandbox %s: command %llu runs without streamed output: %s",
+			       sb->id, (unsigned long long)seq, strerror(-src));
+		}
+	}
 	if (refusal[0]) {
 		/* Never sent: a failed run (exit empty, info says why), not
 		 * journaled, like a run the journal could not take. */
@@ -590,6 +625,7 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 			       (unsigned long long)seq, refusal);
 		fs_run_abort(m, sb, seq, refusal, EIO, seat_ws);
 		free(cmd);
+		free(send);
 		free(url);
 		free(job);
 		return -EIO;
@@ -610,6 +646,7 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 			 strerror(-rc));
 		fs_log("sandbox %s: %s", sb->id, why);
 		fs_run_abort(m, sb, seq, why, EIO, seat_ws);
+		fs_stream_put(m, stream);
 		free(cmd);
 		free(send);
 		free(url);
@@ -623,6 +660,7 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	job->command = cmd;
 	job->url = url;
 	job->send = send;
+	job->stream = stream;
 	job->timeout_s = timeout_s;
 	job->bound_s = bound_s;
 	job->internal = internal;

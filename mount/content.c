@@ -13,8 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-/* The run a file speaks of (lock held): the latest, or runs/SEQ. */
-static struct fs_run *fs_loc_run(const struct fs_loc *loc)
+struct fs_run *fs_loc_run(const struct fs_loc *loc)
 {
 	if (loc->node == FS_N_RUN || loc->node == FS_N_RUNFILE)
 		return fs_sandbox_user_run(loc->sb, loc->seq);
@@ -571,6 +570,8 @@ off_t fs_render_size(struct fs_mount *m, const struct fs_loc *loc)
 		if (r && r->status != FS_RUN_RUNNING)
 			size =
 			    (off_t)(loc->file == FS_F_STDOUT ? r->out.len : r->err.len);
+		else if (r)
+			size = fs_stream_size(m, r, loc->file == FS_F_STDERR);
 		pthread_mutex_unlock(&m->lock);
 		return size;
 	}

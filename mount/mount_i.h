@@ -62,6 +62,8 @@ struct fs_run {
 	/* Run by the mount for itself (a directory rename's mv, a batch of
 	 * modes): counted in info, never shown as the user's run. */
 	bool internal;
+	/* While it runs with -o stream=yes: its output as it arrives. */
+	struct fs_stream *stream;
 };
 
 struct fs_sandbox {
@@ -336,9 +338,30 @@ off_t fs_stdin_size(struct fs_mount *m, const struct fs_sandbox *sb);
  * stdin (uploaded here, under a hidden name), enters cwd, exports env and
  * evals the user's text. 0, or -errno with why set (the command must not
  * be sent). */
+/* "eval 'command'", quoted for sh; malloc'ed, NULL when out of memory. */
+char *fs_sh_eval(const char *command, size_t len);
 int fs_command_prepare(struct fs_mount *m, struct fs_sandbox *sb, const char *url,
 		       uint64_t seq, const char *command, size_t len, char **send,
 		       char *why, size_t whylen);
+
+/* --- output while a command runs (stream.c) ------------------------------*/
+struct fs_stream;
+/* For a command about to be sent: *send is the sh around inner (the text
+ * that would be sent otherwise) that splits its output into the hidden
+ * directory the poller fetches; *out the stream, held once for the run. */
+int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const char *url,
+		  const char *inner, size_t inner_len, char **send, struct fs_stream **out);
+/* Starts the poller (when the request leaves). */
+void fs_stream_start(struct fs_stream *s);
+/* After /execute answered: stops the poller and, when the output was too
+ * long for the answer, fetches the rest into res (and deletes the
+ * directory). 0 or -errno (res then keeps the answer's own). */
+int fs_stream_finish(struct fs_stream *s, enum backend_status st,
+		     struct backend_exec_result *res);
+/* Drops one hold (m->lock NOT held). */
+void fs_stream_put(struct fs_mount *m, struct fs_stream *s);
+/* The bytes of stdout (which 0) or stderr (1) read so far (m->lock held). */
+off_t fs_stream_size(struct fs_mount *m, const struct fs_run *r, int which);
 
 /* Waits (bounded) for the command threads at unmount and joins them.
  * Returns how many are still running. */

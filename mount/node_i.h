@@ -111,6 +111,15 @@ int fs_file_write(struct fs_mount *m, struct fs_ctl_handle *h, const char *buf, 
  * cwd and stdin are emptied; for other writable files it does nothing. */
 int fs_file_truncate(struct fs_mount *m, const struct fs_loc *loc, off_t size);
 
+/* A read of stdout or stderr (loc) while its run streams: the bytes read,
+ * -EAGAIN (nonblock, none yet), -EINTR, or -ENODATA when the run does not
+ * stream (ended, or -o stream=no): the caller reads the stored output. A
+ * read at the end waits for more or for the end of the run. */
+int fs_stream_read(struct fs_mount *m, const struct fs_loc *loc, char *buf, size_t size,
+		   off_t off, bool nonblock);
+/* The run a file speaks of (m->lock held): the latest, or runs/SEQ. */
+struct fs_run *fs_loc_run(const struct fs_loc *loc);
+
 /* Resolves path; 0 or -ENOENT. */
 int fs_resolve(struct fs_mount *m, const char *path, struct fs_loc *loc);
 /* The renderers of the table (content.c). */

@@ -15,6 +15,10 @@ struct fs_options {
 	char *template_path; /* -o template=PATH: the create spec of mkdir */
 	char *keepalive;     /* -o keepalive=yes|no, default yes */
 	bool keepalive_on;
+	char *stream;	     /* -o stream=yes|no, default yes: streamed output */
+	bool stream_on;
+	char *max_output;    /* -o max_output=SIZE: kept of each stream, 256M */
+	uint64_t max_output_bytes;
 	char *sandboxes;     /* -o sandboxes=PATH */
 	char *state;	     /* -o state=DIR */
 	char *server;	     /* -o server=PATH: sandbox-server for --local */

@@ -209,6 +209,30 @@ off_t fs_stdin_size(struct fs_mount *m, const struct fs_sandbox *sb)
 
 /* --- the wrapper ----------------------------------------------------------------*/
 
+char *fs_sh_eval(const char *command, size_t len)
+{
+	char *buf = NULL;
+	size_t blen = 0;
+	FILE *f = open_memstream(&buf, &blen);
+	if (!f)
+		return NULL;
+	fputs("eval ", f);
+	for (size_t i = 0; i < 1; i++) {
+		fputc('\'', f);
+		for (size_t k = 0; k < len; k++)
+			if (command[k] == '\'')
+				fputs("'\\''", f);
+			else
+				fputc(command[k], f);
+		fputc('\'', f);
+	}
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
 /* Appends s single-quoted for sh to the stream. */
 static void fs_sh_quote(FILE *f, const char *s, size_t n)
 {

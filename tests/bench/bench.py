@@ -760,6 +760,56 @@ class Bench:
             m.stop()
             srv.stop()
 
+    def w_stream(self):
+        """Output while a command runs: bytes received per byte of a large
+        streamed output, and what streaming adds to `echo true > ctl`
+        (against a second mount of the same sandbox with -o stream=no)."""
+        mib = self.args.stream_mib
+        n = mib << 20
+        log(f"bench: stream: {mib} MiB output, echo true with stream on and off")
+        self.ctl()
+        moved, took = [], []
+        for rep in range(self.reps):
+            st0 = self.stats()
+            t = now()
+            self.ctl(f"head -c {n} /dev/zero")
+            took.append(now() - t)
+            st1 = self.stats()
+            got = os.stat(self.sb / "stdout").st_size
+            if got != n:
+                raise RuntimeError(f"stdout has {got} bytes of {n}")
+            moved.append((st1["bytes_in"] - st0["bytes_in"]) / n)
+        self.row(f"{mib} MiB streamed output: bytes received per byte of output",
+                 {"sandboxfs": moved}, "x", kind="size", target_sshfs=False,
+                 note=f"the whole run took {statistics.median(took):.2f} s (median); "
+                      f"the output kept whole (the contract's answer stops at 1 MiB)")
+        # a second mount of the same sandbox, streaming off
+        (self.tmp / "plain").mkdir()
+        plain = mount.Mount(self.tmp / "plain", sandboxes=self.tmp / "sandboxes",
+                            opts=["stream=no"])
+        plain.start()
+        try:
+            k = self.args.commands
+
+            def loop(ctl):
+                def fn(rep):
+                    lat = []
+                    for _ in range(k):
+                        t = now()
+                        fd = os.open(ctl, os.O_WRONLY)
+                        os.write(fd, b"true\n")
+                        os.close(fd)
+                        lat.append(now() - t)
+                    return statistics.median(lat)
+                return fn
+            s = self.measure([("sandboxfs", loop(self.sb / "ctl")),
+                              ("direct", loop(plain.mnt / "bench" / "ctl"))])
+            self.row("`echo true > ctl`, streaming on vs off", s, "ms", target_sshfs=False,
+                     note="direct column: the same through a mount with -o stream=no "
+                          "(the plain /execute); the ratio is what streaming adds")
+        finally:
+            plain.stop()
+
     def w_real(self):
         log("5. real work (untar, git status, make)")
         # a real source tree: Python's standard library as installed (without
@@ -869,6 +919,8 @@ clean:
 def fmt(v, unit):
     if v is None:
         return "—"
+    if unit == "x":
+        return f"{v:.3f}"
     if unit == "MiB":
         return f"{v / 2**20:,.0f} MiB"
     if unit == "MB/s":
@@ -970,8 +1022,8 @@ def main():
     ap.add_argument("build")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--only", action="append",
-                    choices=["roundtrip", "large", "small", "metadata", "real", "scale",
-                             "memory"])
+                    choices=["roundtrip", "large", "small", "metadata", "real", "stream",
+                             "scale", "memory"])
     ap.add_argument("--quick", action="store_true",
                     help="small sizes, 3 repetitions (a smoke run, not for the table)")
     ap.add_argument("--no-sshfs", action="store_true")
@@ -988,14 +1040,18 @@ def main():
                     help="commands started at once in the scale workload (500)")
     ap.add_argument("--scale-seconds", type=int, default=5,
                     help="how long each of them runs (5)")
+    ap.add_argument("--stream-mib", type=int, default=None,
+                    help="output of the stream workload, MiB (100)")
     ap.add_argument("--memory-entries", type=int, default=None,
                     help="workspace entries the memory workload finds (200000)")
     args = ap.parse_args()
     args.commands, args.large_mib, args.files = 200, 256, 1000
     args.dir_entries, args.tree_files = 10000, 20000
-    sizes = dict(scale_sandboxes=1000, scale_commands=500, memory_entries=200000)
+    sizes = dict(scale_sandboxes=1000, scale_commands=500, memory_entries=200000,
+                 stream_mib=100)
     if args.quick:
-        sizes = dict(scale_sandboxes=100, scale_commands=50, memory_entries=20000)
+        sizes = dict(scale_sandboxes=100, scale_commands=50, memory_entries=20000,
+                     stream_mib=8)
     for key, v in sizes.items():
         if getattr(args, key) is None:
             setattr(args, key, v)
@@ -1007,7 +1063,8 @@ def main():
     t0 = time.monotonic()
     try:
         b.start()
-        for name in ("roundtrip", "large", "small", "metadata", "real", "scale", "memory"):
+        for name in ("roundtrip", "large", "small", "metadata", "real", "stream", "scale",
+                     "memory"):
             if not args.only or name in args.only:
                 try:
                     getattr(b, "w_" + name)()

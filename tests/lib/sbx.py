@@ -272,9 +272,40 @@ class Client:
     def stats(self):
         return self.request("GET", "/_admin/stats").json()
 
-    def log(self):
-        """Commands started by /execute, oldest first."""
-        return self.request("GET", "/_admin/log").json()["commands"]
+    def log(self, raw=False):
+        """Commands started by /execute, oldest first: the user's text of
+        each (see user_command), or with raw what the server received."""
+        cmds = self.request("GET", "/_admin/log").json()["commands"]
+        if raw:
+            return cmds
+        return [user_command(c) if isinstance(c, str) else
+                dict(c, command=user_command(c.get("command"))) for c in cmds]
+
+
+def user_command(sent):
+    """The user's own text of a command sandboxfs sent: the contract has no
+    env, cwd, stdin or streamed output, so a command with any of them is
+    sent wrapped in sh (mount/runenv.c, mount/stream.c) whose first line
+    starting with `eval '` carries the user's text, single-quoted."""
+    if not isinstance(sent, str):
+        return sent
+    wrapped = sent.startswith(("__sfs_d=", "exec 0<", "cd -- ", "export ", "eval '"))
+    at = 0 if sent.startswith("eval '") else sent.find("\neval '") + 1
+    if not wrapped or (at == 0 and not sent.startswith("eval '")):
+        return sent
+    i = at + len("eval '")
+    out = []
+    while i < len(sent):
+        j = sent.find("'", i)
+        if j < 0:
+            return sent  # not ours after all
+        out.append(sent[i:j])
+        if sent.startswith("'\\''", j):
+            out.append("'")
+            i = j + 4
+        else:
+            return "".join(out)
+    return sent
 
 
 class Server:
@@ -512,8 +543,8 @@ def stats(url):
     return Client(url).stats()
 
 
-def log(url):
-    return Client(url).log()
+def log(url, raw=False):
+    return Client(url).log(raw)
 
 
 def wait_for(predicate, timeout=10, interval=0.05):

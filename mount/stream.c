@@ -1,0 +1,386 @@
+/*
+ * stream.c — stdout and stderr readable while a command runs, and kept
+ * whole past the contract's 1 MiB (DESIGN.md §2).
+ *
+ * /execute answers only at the end, with each stream cut at 1 MiB; /files
+ * is not serialized by the seat. So a command is sent wrapped: its output
+ * goes through split(1) into 1 MiB pieces in a hidden directory of the
+ * workspace root (.sandboxfs-run.SEQ.NONCE, hidden by vfs/listing.c),
+ * which a poller here lists and fetches twice a second into a spool file
+ * per stream (piece k at offset k MiB, so the growing last piece is
+ * fetched again in place: a byte of output crosses the wire about once).
+ * Readers read the spool; a read at its end waits for more or for the end.
+ *
+ * At the end, a run whose pieces fit the contract's answer (one piece a
+ * stream) is printed back whole by the wrapper and its directory removed:
+ * /execute carries it and no more requests are made. A longer one leaves
+ * the directory and prints a marker instead; the mount fetches what it
+ * has not, keeps the spool as the run's output, and deletes the directory.
+ * A wrapper killed by the timeout or a signal (exit 124, 128+N) leaves the
+ * directory too: the mount looks for it then. Where the directory cannot
+ * be made (or split is missing) the command runs plainly. The exit code is the user's command's own: it runs in a subshell
+ * whose status the wrapper exits with.
+ */
+#include "node_i.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/files.h"
+
+#define FS_PIECE (1024 * 1024) /* split -b: one piece, the contract's cap */
+#define FS_POLL_MS 500
+#define FS_MARKER "sandboxfs-stream "
+
+struct fs_spool {
+	int fd;
+	char path[4096];
+	uint64_t have;	/* bytes readers may read (guarded by m->lock) */
+	size_t piece;	/* first piece not fetched whole */
+	bool truncated; /* max_output reached */
+};
+
+struct fs_stream {
+	struct fs_mount *m;
+	char *id, *url;
+	uint64_t seq;
+	char dir[64];
+	struct fs_spool s[2]; /* stdout, stderr */
+	pthread_t poller;
+	bool poller_started;
+	pthread_mutex_t lock; /* the poller's stop flag and passes */
+	pthread_cond_t cv;
+	bool stop;
+	int refs; /* the run's, and readers' (guarded by m->lock) */
+};
+
+static void fs_stream_free(struct fs_stream *s);
+
+int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const char *url,
+		  const char *inner, size_t inner_len, char **send, struct fs_stream **out)
+{
+	*send = NULL;
+	*out = NULL;
+	struct fs_stream *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	uint64_t nonce = 0;
+	if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce))
+		nonce = common_now_ms() ^ (uint64_t)(uintptr_t)s;
+	snprintf(s->dir, sizeof(s->dir), ".sandboxfs-run.%" PRIu64 ".%016" PRIx64, seq, nonce);
+	s->m = m;
+	s->refs = 1;
+	s->seq = seq;
+	s->id = strdup(sb->id);
+	s->url = strdup(url);
+	s->s[0].fd = s->s[1].fd = -1;
+	pthread_mutex_init(&s->lock, NULL);
+	common_cond_init(&s->cv);
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s/spool", m->state_dir);
+	int rc = s->id && s->url ? common_mkdirs(dir, 0700) : -ENOMEM;
+	for (int i = 0; rc == 0 && i < 2; i++) {
+		int n = snprintf(s->s[i].path, sizeof(s->s[i].path), "%.3900s/%s.%" PRIu64 ".%s",
+				 dir, sb->id, seq, i ? "stderr" : "stdout");
+		if (n < 0 || (size_t)n >= sizeof(s->s[i].path)) {
+			rc = -ENAMETOOLONG;
+			break;
+		}
+		s->s[i].fd = open(s->s[i].path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (s->s[i].fd < 0)
+			rc = -errno;
+	}
+	char *buf = NULL;
+	size_t blen = 0;
+	FILE *f = rc == 0 ? open_memstream(&buf, &blen) : NULL;
+	if (rc == 0 && !f)
+		rc = -ENOMEM;
+	if (rc < 0) {
+		fs_stream_free(s);
+		return rc;
+	}
+	fprintf(f, "__sfs_d='%s'\n", s->dir);
+	fputs("if command -v split >/dev/null 2>&1 && mkdir \"$__sfs_d\" 2>/dev/null; then\n"
+	      "{ { (\n",
+	      f);
+	fwrite(inner, 1, inner_len, f);
+	fprintf(f, "\n); echo $? >\"$__sfs_d/rc\"; } 2>&1 >&3 3>&- |"
+		   " split -b %d -a 5 - \"$__sfs_d/err.\"; } 3>&1 |"
+		   " split -b %d -a 5 - \"$__sfs_d/out.\"\n",
+		FS_PIECE, FS_PIECE);
+	fputs("read __sfs_rc <\"$__sfs_d/rc\" || __sfs_rc=125\n"
+	      "set -- \"$__sfs_d\"/out.*; __sfs_o=$#; set -- \"$__sfs_d\"/err.*\n"
+	      "if [ \"$__sfs_o\" -le 1 ] && [ $# -le 1 ]; then\n"
+	      "for __sfs_f in \"$__sfs_d\"/out.*; do [ -f \"$__sfs_f\" ] && cat \"$__sfs_f\"; "
+	      "done\n"
+	      "for __sfs_f in \"$__sfs_d\"/err.*; do [ -f \"$__sfs_f\" ] && cat \"$__sfs_f\" >&2; "
+	      "done\n"
+	      "rm -rf \"$__sfs_d\"\n"
+	      "else printf '%s' \"" FS_MARKER "$__sfs_d\"; fi\n"
+	      "exit \"$__sfs_rc\"\n"
+	      "fi\n"
+	      "(\n",
+	      f);
+	fwrite(inner, 1, inner_len, f);
+	fputs("\n)\n", f);
+	if (fclose(f) != 0) {
+		free(buf);
+		fs_stream_free(s);
+		return -ENOMEM;
+	}
+	*send = buf;
+	*out = s;
+	return 0;
+}
+
+/* One pass: lists the directory and fetches the pieces not yet whole
+ * (all of them once the run ended: final). Returns 0, or -ENOENT when the
+ * directory is not there (not yet, or the command ran plainly). */
+static int fs_stream_pass(struct fs_stream *s, bool final)
+{
+	struct fs_mount *m = s->m;
+	struct backend_listing l;
+	struct backend_error err;
+	if (backend_list(m->backend, s->url, s->dir, &l, &err) != BACKEND_OK)
+		return -ENOENT;
+	for (int i = 0; i < 2; i++) {
+		struct fs_spool *sp = &s->s[i];
+		const char *prefix = i ? "err." : "out.";
+		size_t k = 0; /* index among this stream's pieces */
+		size_t npieces = 0;
+		for (size_t e = 0; e < l.count; e++)
+			npieces += strncmp(l.entries[e].name, prefix, 4) == 0;
+		for (size_t e = 0; e < l.count && !sp->truncated; e++) {
+			const struct backend_entry *en = &l.entries[e];
+			if (strncmp(en->name, prefix, 4) != 0)
+				continue;
+			size_t piece = k++;
+			if (piece < sp->piece)
+				continue;
+			bool whole = final || piece + 1 < npieces;
+			uint64_t at = (uint64_t)piece * FS_PIECE;
+			pthread_mutex_lock(&m->lock);
+			uint64_t have = sp->have;
+			pthread_mutex_unlock(&m->lock);
+			if (at >= m->opt.max_output_bytes) {
+				sp->truncated = true;
+				break;
+			}
+			if (!whole && at + en->size <= have)
+				break; /* the growing piece, nothing new */
+			char path[256];
+			snprintf(path, sizeof(path), "%s/%s", s->dir, en->name);
+			uint64_t got = 0;
+			if (lseek(sp->fd, (off_t)at, SEEK_SET) < 0 ||
+			    backend_file_get_progress(m->backend, s->url, path, sp->fd, en->size,
+						      NULL, NULL, &got, &err) != BACKEND_OK)
+				break; /* the next pass tries again */
+			uint64_t end = at + got;
+			if (end > m->opt.max_output_bytes) {
+				end = m->opt.max_output_bytes;
+				(void)ftruncate(sp->fd, (off_t)end);
+				sp->truncated = true;
+			}
+			pthread_mutex_lock(&m->lock);
+			if (end > sp->have)
+				sp->have = end;
+			pthread_cond_broadcast(&m->cond);
+			pthread_mutex_unlock(&m->lock);
+			if (whole)
+				sp->piece = piece + 1;
+			else
+				break;
+		}
+	}
+	backend_listing_clear(&l);
+	return 0;
+}
+
+static void *fs_stream_main(void *arg)
+{
+	struct fs_stream *s = arg;
+	pthread_mutex_lock(&s->lock);
+	while (!s->stop) {
+		struct timespec ts;
+		common_deadline_in(&ts, FS_POLL_MS);
+		pthread_cond_timedwait(&s->cv, &s->lock, &ts);
+		if (s->stop)
+			break;
+		pthread_mutex_unlock(&s->lock);
+		(void)fs_stream_pass(s, false);
+		pthread_mutex_lock(&s->lock);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+void fs_stream_start(struct fs_stream *s)
+{
+	/* the poller must not take the signals meant for FUSE threads */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	s->poller_started = pthread_create(&s->poller, NULL, fs_stream_main, s) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void fs_stream_stop(struct fs_stream *s)
+{
+	if (!s->poller_started)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->stop = true;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->lock);
+	pthread_join(s->poller, NULL);
+	s->poller_started = false;
+}
+
+/* Copies a spool file into the run's output as fs_output_store would keep
+ * it: its bytes are read back in pieces for the checksum. */
+static int fs_spool_output(struct fs_stream *s, int i, char **data, size_t *len)
+{
+	struct fs_spool *sp = &s->s[i];
+	pthread_mutex_lock(&s->m->lock);
+	uint64_t have = sp->have;
+	pthread_mutex_unlock(&s->m->lock);
+	char *b = malloc(have + 1);
+	if (!b)
+		return -ENOMEM;
+	size_t done = 0;
+	while (done < have) {
+		ssize_t r = pread(sp->fd, b + done, have - done, (off_t)done);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			free(b);
+			return r < 0 ? -errno : -EIO;
+		}
+		done += (size_t)r;
+	}
+	b[have] = '\0';
+	*data = b;
+	*len = have;
+	return 0;
+}
+
+int fs_stream_finish(struct fs_stream *s, enum backend_status st,
+		     struct backend_exec_result *res)
+{
+	fs_stream_stop(s);
+	if (st != BACKEND_OK)
+		return 0; /* unknown or failed: what was read stays as it was */
+	size_t ml = strlen(FS_MARKER);
+	bool left = res->out_len == ml + strlen(s->dir) &&
+		    memcmp(res->out, FS_MARKER, ml) == 0 &&
+		    memcmp(res->out + ml, s->dir, strlen(s->dir)) == 0;
+	/* A wrapper that was killed (the timeout, a signal: 124, 128+N) never
+	 * printed its pieces back: they are still in the directory, if it
+	 * got that far. */
+	bool killed = res->exit_code == 124 || res->exit_code >= 128 || res->exit_code < 0;
+	if (!left && !killed)
+		return 0; /* the answer has it all (or the command ran plainly) */
+	/* the rest of the pieces, then the directory goes */
+	int rc = fs_stream_pass(s, true);
+	if (rc == -ENOENT && !left)
+		return 0; /* no directory: the answer has what there is */
+	struct backend_error err;
+	(void)backend_file_delete(s->m->backend, s->url, s->dir, &err);
+	if (rc < 0)
+		return rc;
+	char *out = NULL, *errb = NULL;
+	size_t olen = 0, elen = 0;
+	rc = fs_spool_output(s, 0, &out, &olen);
+	if (rc == 0)
+		rc = fs_spool_output(s, 1, &errb, &elen);
+	if (rc < 0) {
+		free(out);
+		return rc;
+	}
+	free(res->out);
+	free(res->err);
+	res->out = out;
+	res->out_len = olen;
+	res->err = errb;
+	res->err_len = elen;
+	res->truncated = res->truncated || s->s[0].truncated || s->s[1].truncated;
+	return 0;
+}
+
+static void fs_stream_free(struct fs_stream *s)
+{
+	fs_stream_stop(s);
+	for (int i = 0; i < 2; i++)
+		if (s->s[i].fd >= 0) {
+			close(s->s[i].fd);
+			(void)unlink(s->s[i].path);
+		}
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->cv);
+	free(s->id);
+	free(s->url);
+	free(s);
+}
+
+void fs_stream_put(struct fs_mount *m, struct fs_stream *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&m->lock);
+	bool last = --s->refs == 0;
+	pthread_mutex_unlock(&m->lock);
+	if (last)
+		fs_stream_free(s);
+}
+
+int fs_stream_read(struct fs_mount *m, const struct fs_loc *loc, char *buf, size_t size,
+		   off_t off, bool nonblock)
+{
+	int which = loc->file == FS_F_STDERR;
+	pthread_mutex_lock(&m->lock);
+	for (;;) {
+		struct fs_run *r = fs_loc_run(loc);
+		if (!r || r->status != FS_RUN_RUNNING || !r->stream) {
+			pthread_mutex_unlock(&m->lock);
+			return -ENODATA; /* read the stored output */
+		}
+		struct fs_stream *s = r->stream;
+		uint64_t have = s->s[which].have;
+		if (off >= 0 && (uint64_t)off < have) {
+			s->refs++;
+			pthread_mutex_unlock(&m->lock);
+			size_t n = have - (uint64_t)off < size ? (size_t)(have - (uint64_t)off)
+							       : size;
+			ssize_t got = pread(s->s[which].fd, buf, n, off);
+			int rc = got < 0 ? -errno : (int)got;
+			fs_stream_put(m, s);
+			return rc;
+		}
+		if (nonblock) {
+			pthread_mutex_unlock(&m->lock);
+			return -EAGAIN;
+		}
+		if (fs_should_stop_waiting(m)) {
+			pthread_mutex_unlock(&m->lock);
+			atomic_fetch_add(&m->n.interrupted_writes, 0);
+			return -EINTR;
+		}
+		struct timespec ts;
+		common_deadline_in(&ts, 50);
+		pthread_cond_timedwait(&m->cond, &m->lock, &ts);
+	}
+}
+
+off_t fs_stream_size(struct fs_mount *m, const struct fs_run *r, int which)
+{
+	(void)m;
+	return r->stream ? (off_t)r->stream->s[which].have : 0;
+}
