@@ -635,8 +635,11 @@ static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	if (fs_ops_may_wait(fi->fh, true)) {
 		/* the bytes belong to the request: the thread gets a copy */
 		struct ll_async *p = ll_async_new(req, ll_do_write, ino, NULL);
-		if (p && (p->buf = malloc(size ? size : 1))) {
+		if (p && (p->buf = malloc(size + 1))) {
+			/* NUL-terminated, as libfuse's own buffer reads past the
+			 * bytes (the model parses commands as strings) */
 			memcpy(p->buf, buf, size);
+			p->buf[size] = '\0';
 			p->fi = *fi;
 			p->size = size;
 			p->off = off;

@@ -292,6 +292,7 @@ static int fs_write_whole(struct fs_ctl_handle *h, const char *buf, size_t size,
 	memcpy(nb + off, buf, size);
 	h->wbuf = nb;
 	h->wlen = (size_t)off + size;
+	nb[h->wlen] = '\0';
 	return 0;
 }
 
