@@ -36,9 +36,23 @@
 
 #include "common/files.h"
 
-#define FS_PIECE (1024 * 1024) /* split -b: one piece, the contract's cap */
+/* split -b: one piece, under the contract's 1 MiB so that the change list
+ * fits beside a whole one in the answer */
+#define FS_PIECE (960 * 1024)
 #define FS_POLL_MS 500
 #define FS_MARKER "sandboxfs-stream "
+#define FS_CHANGED "sandboxfs-changed "
+/* What the command changed, listed by its own shell after it ran (for
+ * workspace_note_changes): what find sees newer than a mark the end of the
+ * previous command left (a mark made just before this one could share its
+ * clock tick with the command's first writes and miss them; listing a file
+ * changed in between is harmless: it shows the sandbox's own time and
+ * mode); the mark is made again for the next one. The first command of a
+ * sandbox finds a mark dated 2000: it lists everything (once). */
+#define FS_MARK ".sandboxfs-mark"
+#define FS_FIND                                                                          \
+	"find . -name '.sandboxfs-*' -prune -o -newer " FS_MARK " -exec stat -c "            \
+	"'%f %Y %s %n' {} + 2>/dev/null"
 
 struct fs_spool {
 	int fd;
@@ -50,6 +64,7 @@ struct fs_spool {
 
 struct fs_stream {
 	struct fs_mount *m;
+	struct fs_sandbox *sb;
 	char *id, *url;
 	uint64_t seq;
 	char dir[64];
@@ -77,6 +92,7 @@ int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const
 		nonce = common_now_ms() ^ (uint64_t)(uintptr_t)s;
 	snprintf(s->dir, sizeof(s->dir), ".sandboxfs-run.%" PRIu64 ".%016" PRIx64, seq, nonce);
 	s->m = m;
+	s->sb = sb;
 	s->refs = 1;
 	s->seq = seq;
 	s->id = strdup(sb->id);
@@ -109,6 +125,7 @@ int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const
 	}
 	fprintf(f, "__sfs_d='%s'\n", s->dir);
 	fputs("if command -v split >/dev/null 2>&1 && mkdir \"$__sfs_d\" 2>/dev/null; then\n"
+	      "[ -f " FS_MARK " ] || touch -t 200001010000 " FS_MARK " 2>/dev/null || : >" FS_MARK "\n"
 	      "{ { (\n",
 	      f);
 	fwrite(inner, 1, inner_len, f);
@@ -123,8 +140,10 @@ int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const
 	      "done\n"
 	      "for __sfs_f in \"$__sfs_d\"/err.*; do [ -f \"$__sfs_f\" ] && cat \"$__sfs_f\" >&2; "
 	      "done\n"
-	      "rm -rf \"$__sfs_d\"\n"
-	      "else printf '%s' \"" FS_MARKER "$__sfs_d\"; fi\n"
+	      "printf '\\n%s\\n' \"" FS_CHANGED "$__sfs_d\"; " FS_FIND "\n"
+	      ": >" FS_MARK "; rm -rf \"$__sfs_d\"\n"
+	      "else " FS_FIND " >\"$__sfs_d/changed\"; : >" FS_MARK "; printf '%s' \"" FS_MARKER
+	      "$__sfs_d\"; fi\n"
 	      "exit \"$__sfs_rc\"\n"
 	      "fi\n"
 	      "(\n",
@@ -272,6 +291,57 @@ static int fs_spool_output(struct fs_stream *s, int i, char **data, size_t *len)
 	return 0;
 }
 
+static void fs_stream_apply(struct fs_stream *s, const char *list, size_t len)
+{
+	struct workspace *ws = fs_sandbox_workspace(s->m, s->sb);
+	if (ws && len) {
+		(void)workspace_note_changes(ws, list, len);
+	}
+}
+
+/* Output that fit the answer: its stdout ends with the change list after
+ * a line of its own; the list goes to the workspace, the rest is the
+ * command's stdout. Only the list can have been cut by the contract's
+ * 1 MiB (each stream was one piece, under it). */
+static void fs_stream_answer_changes(struct fs_stream *s, struct backend_exec_result *res)
+{
+	char sep[128];
+	int n = snprintf(sep, sizeof(sep), "\n" FS_CHANGED "%s\n", s->dir);
+	if (!res->out || n <= 0 || (size_t)n >= sizeof(sep))
+		return;
+	char *at = NULL;
+	for (char *p = memmem(res->out, res->out_len, sep, (size_t)n); p;
+	     p = memmem(p + 1, res->out_len - (size_t)(p + 1 - res->out), sep, (size_t)n))
+		at = p;
+	if (!at)
+		return;
+	size_t keep = (size_t)(at - res->out);
+	fs_stream_apply(s, at + n, res->out_len - keep - (size_t)n);
+	res->out_len = keep;
+	res->out[keep] = '\0';
+	res->truncated = false;
+}
+
+/* A run whose output stayed in the directory: its change list too. */
+static void fs_stream_file_changes(struct fs_stream *s)
+{
+	FILE *f = tmpfile();
+	if (!f)
+		return;
+	char path[128];
+	snprintf(path, sizeof(path), "%s/changed", s->dir);
+	struct backend_error err;
+	uint64_t got = 0;
+	if (backend_file_get(s->m->backend, s->url, path, fileno(f), &got, &err) == BACKEND_OK &&
+	    got > 0 && got < (64u << 20)) {
+		char *b = malloc(got);
+		if (b && pread(fileno(f), b, got, 0) == (ssize_t)got)
+			fs_stream_apply(s, b, got);
+		free(b);
+	}
+	fclose(f);
+}
+
 int fs_stream_finish(struct fs_stream *s, enum backend_status st,
 		     struct backend_exec_result *res)
 {
@@ -286,12 +356,16 @@ int fs_stream_finish(struct fs_stream *s, enum backend_status st,
 	 * printed its pieces back: they are still in the directory, if it
 	 * got that far. */
 	bool killed = res->exit_code == 124 || res->exit_code >= 128 || res->exit_code < 0;
-	if (!left && !killed)
+	if (!left && !killed) {
+		fs_stream_answer_changes(s, res);
 		return 0; /* the answer has it all (or the command ran plainly) */
+	}
 	/* the rest of the pieces, then the directory goes */
 	int rc = fs_stream_pass(s, true);
 	if (rc == -ENOENT && !left)
 		return 0; /* no directory: the answer has what there is */
+	if (left)
+		fs_stream_file_changes(s);
 	struct backend_error err;
 	(void)backend_file_delete(s->m->backend, s->url, s->dir, &err);
 	if (rc < 0)

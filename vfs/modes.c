@@ -4,8 +4,10 @@
  * before a command (workspace_before_command), plus the command seats.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "workspace_i.h"
 
@@ -240,4 +242,50 @@ int workspace_before_command(struct workspace *ws, char *why, size_t whylen)
 			ws_log(ws, "applying queued modes failed (exit %d)", code);
 	}
 	return 0;
+}
+
+size_t workspace_note_changes(struct workspace *ws, const char *list, size_t len)
+{
+	if (!ws)
+		return 0;
+	struct wscache *c = ws->c;
+	size_t taken = 0;
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; i < len;) {
+		const char *line = list + i;
+		const char *nl = memchr(line, '\n', len - i);
+		size_t n = nl ? (size_t)(nl - line) : len - i;
+		i += n + (nl ? 1 : 0);
+		if (!nl)
+			break; /* a cut last line */
+		char buf[4200];
+		if (n >= sizeof(buf))
+			continue;
+		memcpy(buf, line, n);
+		buf[n] = '\0';
+		unsigned mode;
+		long long mtime, size;
+		int at = 0;
+		if (sscanf(buf, "%x %lld %lld %n", &mode, &mtime, &size, &at) != 3 || !at)
+			continue;
+		const char *path = buf + at;
+		if (strncmp(path, "./", 2) != 0 || !path[2])
+			continue; /* "." itself, or not find's */
+		path += 2;
+		if (ws_check_path(path) < 0 || (!S_ISREG(mode) && !S_ISDIR(mode)))
+			continue;
+		struct wsmeta *m = meta_get(ws, path, true);
+		if (!m)
+			break;
+		m->has_mode = true;
+		m->mode = mode & 07777;
+		m->mode_queued = false; /* the sandbox's own */
+		m->has_times = true;
+		m->mtime.tv_sec = (time_t)mtime;
+		m->mtime.tv_nsec = 0;
+		m->atime = m->mtime;
+		taken++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return taken;
 }

@@ -154,6 +154,13 @@ void workspace_invalidate(struct workspace *ws);
  * overtake the write (why, when given, names the file). A failed mode
  * batch is logged and does not stop the command. */
 int workspace_before_command(struct workspace *ws, char *why, size_t whylen);
+/* What a command changed, as its own shell listed it after it ran: lines
+ * "MODE MTIME SIZE ./PATH" (MODE in hex as stat -c %f gives it, MTIME in
+ * seconds). Each file and directory there shows the sandbox's permission
+ * bits and modification time from now on (the listing has neither), so
+ * tools that compare times (make, rsync, git) see a same-size change. A
+ * line that does not parse is skipped. Returns how many were taken. */
+size_t workspace_note_changes(struct workspace *ws, const char *list, size_t len);
 /* The sandbox's seat is held (a command of this mount runs there) or free
  * again: while it is held the retry thread uploads nothing into it. */
 void workspace_seat(struct workspace *ws, bool held);
