@@ -590,9 +590,10 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 		if (prc < 0 && !refusal[0])
 			snprintf(refusal, sizeof(refusal), "not sent: %s", strerror(-prc));
 	}
-	/* Its output readable while it runs (stream.c). */
+	/* Its output readable while it runs, and what it changed listed after
+	 * it (stream.c; with -o stream=no only the listing). */
 	struct fs_stream *stream = NULL;
-	if (!refusal[0] && !internal && url && m->opt.stream_on) {
+	if (!refusal[0] && !internal && url) {
 		char *inner = send ? send : fs_sh_eval(cmd, len);
 		char *wrapped = NULL;
 		int src = inner ? fs_stream_new(m, sb, seq, url, inner, strlen(inner), &wrapped,
@@ -605,8 +606,8 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 			send = wrapped;
 			pthread_mutex_lock(&m->lock);
 			struct fs_run *sr = fs_sandbox_run(sb, seq);
-			if (sr)
-				sr->stream = stream;
+			if (sr && m->opt.stream_on)
+				sr->stream = stream; /* readers read it while it runs */
 			pthread_mutex_unlock(&m->lock);
 		} else {
 			fs_log("sandbox %s: command %llu runs without streamed output: %s",

@@ -75,6 +75,7 @@ struct fs_stream {
 	pthread_cond_t cv;
 	bool stop;
 	int refs; /* the run's, and readers' (guarded by m->lock) */
+	bool plain; /* -o stream=no: no pieces, only the change list */
 };
 
 static void fs_stream_free(struct fs_stream *s);
@@ -100,10 +101,11 @@ int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const
 	s->s[0].fd = s->s[1].fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	common_cond_init(&s->cv);
+	s->plain = !m->opt.stream_on;
 	char dir[4096];
 	snprintf(dir, sizeof(dir), "%s/spool", m->state_dir);
-	int rc = s->id && s->url ? common_mkdirs(dir, 0700) : -ENOMEM;
-	for (int i = 0; rc == 0 && i < 2; i++) {
+	int rc = !s->id || !s->url ? -ENOMEM : s->plain ? 0 : common_mkdirs(dir, 0700);
+	for (int i = 0; rc == 0 && !s->plain && i < 2; i++) {
 		int n = snprintf(s->s[i].path, sizeof(s->s[i].path), "%.3900s/%s.%" PRIu64 ".%s",
 				 dir, sb->id, seq, i ? "stderr" : "stdout");
 		if (n < 0 || (size_t)n >= sizeof(s->s[i].path)) {
@@ -124,6 +126,18 @@ int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const
 		return rc;
 	}
 	fprintf(f, "__sfs_d='%s'\n", s->dir);
+	if (s->plain) {
+		/* the command as it is, then what it changed */
+		fputs("[ -f " FS_MARK " ] || touch -t 200001010000 " FS_MARK
+		      " 2>/dev/null || : >" FS_MARK "\n(\n",
+		      f);
+		fwrite(inner, 1, inner_len, f);
+		fputs("\n); __sfs_rc=$?\n"
+		      "printf '\\n%s\\n' \"" FS_CHANGED "$__sfs_d\"; " FS_FIND "\n"
+		      ": >" FS_MARK "; exit \"$__sfs_rc\"\n",
+		      f);
+		goto done;
+	}
 	fputs("if command -v split >/dev/null 2>&1 && mkdir \"$__sfs_d\" 2>/dev/null; then\n"
 	      "[ -f " FS_MARK " ] || touch -t 200001010000 " FS_MARK " 2>/dev/null || : >" FS_MARK "\n"
 	      "{ { (\n",
@@ -150,6 +164,7 @@ int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const
 	      f);
 	fwrite(inner, 1, inner_len, f);
 	fputs("\n)\n", f);
+done:
 	if (fclose(f) != 0) {
 		free(buf);
 		fs_stream_free(s);
@@ -243,6 +258,8 @@ static void *fs_stream_main(void *arg)
 
 void fs_stream_start(struct fs_stream *s)
 {
+	if (s->plain)
+		return;
 	/* the poller must not take the signals meant for FUSE threads */
 	sigset_t all, old;
 	sigfillset(&all);
@@ -356,7 +373,7 @@ int fs_stream_finish(struct fs_stream *s, enum backend_status st,
 	 * printed its pieces back: they are still in the directory, if it
 	 * got that far. */
 	bool killed = res->exit_code == 124 || res->exit_code >= 128 || res->exit_code < 0;
-	if (!left && !killed) {
+	if (s->plain || (!left && !killed)) {
 		fs_stream_answer_changes(s, res);
 		return 0; /* the answer has it all (or the command ran plainly) */
 	}

@@ -74,3 +74,20 @@ def test_modes_and_times_a_command_set_show_at_once(sandbox, orch):
     assert os.stat(ws / "old.txt").st_mtime == 1600000000
     # the machinery the command's shell used is never shown
     assert not [n for n in os.listdir(ws) if n.startswith(".sandboxfs-")]
+
+
+def test_with_stream_no_too(tmp_path, orch):
+    m = mount.Mount(tmp_path, server=orch, opts=["stream=no"]).start()
+    try:
+        os.mkdir(m.path("ns"))
+        d, ws = m.path("ns"), m.path("ns", "workspace")
+        (ws / "data.txt").write_text("aaaa\n")
+        st0 = os.stat(ws / "data.txt")
+        time.sleep(1.2)
+        ctl(d, "echo bbbb > data.txt && chmod 700 data.txt")
+        st = os.stat(ws / "data.txt")
+        assert st.st_size == st0.st_size and st.st_mtime > st0.st_mtime
+        assert st.st_mode & 0o7777 == 0o700
+        assert mount.read(d / "stdout") == ""  # the listing is not the user's output
+    finally:
+        m.stop()
