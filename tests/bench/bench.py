@@ -614,12 +614,13 @@ class Bench:
                  target=("le", 1.25), target_sshfs=False, rss=self.hwm_mib())
 
     # --- scale: one mount, many sandboxes, many commands at once -------------
-    def orch_mount(self, name, n):
+    def orch_mount(self, name, n, faults=False):
         """A local orchestrator with n sandboxes (created through its API,
         so foreign to the mount but usable) and a mount of it with its
-        defaults. Returns (server, mount, client); the caller stops both."""
+        defaults. With faults, every sandbox also serves /_admin/stats.
+        Returns (server, mount, client); the caller stops both."""
         (self.tmp / name).mkdir()
-        srv = sbx.Server(orchestrator=True, tmp=self.tmp / name)
+        srv = sbx.Server(orchestrator=True, faults=faults, tmp=self.tmp / name)
         srv.start()
         c = srv.client()
         for i in range(n):
@@ -633,55 +634,112 @@ class Bench:
 
     @staticmethod
     def proc_status(pid):
+        """Threads, VmRSS and VmHWM (KiB) of a process, and fds: the
+        descriptors it has open."""
         out = {}
         for ln in open(f"/proc/{pid}/status"):
             k, _, v = ln.partition(":")
             if k in ("Threads", "VmRSS", "VmHWM"):
                 out[k] = int(v.split()[0])
+        out["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
         return out
+
+    @staticmethod
+    def nofile_limit(pid):
+        for ln in open(f"/proc/{pid}/limits"):
+            if ln.startswith("Max open files"):
+                return ln.split()[3]
+        return "?"
+
+    @staticmethod
+    def mount_options(m):
+        """The -o names a mount was started with (values left out)."""
+        cmd = m.command()
+        o = cmd[cmd.index("-o") + 1].split(",") if "-o" in cmd else []
+        return [x.split("=", 1)[0] for x in o]
 
     def w_scale(self):
         """Many commands at once across many sandboxes of one mount: the
         wall time against the same executes sent straight to the sandboxes
-        in parallel, and how fast the rest of the mount answers meanwhile
-        against the idle mount."""
+        in parallel, and how fast `ls`, `stat` and `cat status` of sandboxes
+        that run nothing answer meanwhile, each against the idle mount."""
+        import resource
+        import threading
         n, k, secs = self.args.scale_sandboxes, self.args.scale_commands, self.args.scale_seconds
+        if n <= k:
+            raise RuntimeError("scale: needs more sandboxes than commands (--scale-sandboxes)")
         log(f"bench: scale: {n} sandboxes, {k} commands of {secs} s")
-        srv, m, c = self.orch_mount("scale", n)
+        # the local orchestrator holds three descriptors per sandbox, and
+        # the direct variant one connection per command: more than the
+        # usual soft limit of 1024 (the mount inherits it too; see
+        # --scale-daemon-nofile to give it less)
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = hard if hard == resource.RLIM_INFINITY else min(hard, 1 << 16)
+        if soft != resource.RLIM_INFINITY and want > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        srv, m, c = self.orch_mount("scale", n, faults=True)
+        peak = {"Threads": 0, "VmHWM": 0, "fds": 0}
+        limit = "?"
         try:
+            if self.args.scale_daemon_nofile:
+                resource.prlimit(m.pid, resource.RLIMIT_NOFILE,
+                                 (self.args.scale_daemon_nofile,
+                                  resource.prlimit(m.pid, resource.RLIMIT_NOFILE)[1]))
             root = m.mnt
             if len(os.listdir(root)) < n:
                 raise RuntimeError("the mount does not list every sandbox")
-            other = root / f"s{n - 1:05d}"
-            (other / "workspace" / "f").write_text("x")
-            probe = [("ls", lambda: os.listdir(other / "workspace")),
-                     ("stat", lambda: os.stat(other / "workspace" / "f")),
-                     ("cat status", lambda: (other / "status").read_bytes())]
+            # probed: up to four sandboxes that run nothing, in turn
+            others = [root / f"s{i:05d}" for i in range(max(k, n - 4), n)]
+            for o in others:
+                (o / "workspace" / "f").write_text("x")
+            calls = [("ls", "`ls` of another workspace",
+                      lambda o: os.listdir(o / "workspace")),
+                     ("stat", "`stat` of a file there",
+                      lambda o: os.stat(o / "workspace" / "f")),
+                     ("cat status", "`cat` of its status",
+                      lambda o: (o / "status").read_bytes())]
+            idle = {key: [] for key, _, _ in calls}
+            busy = {key: [] for key, _, _ in calls}
 
-            def probe_once():
-                t = now()
-                for _, f in probe:
-                    f()
-                return now() - t
+            def probe_once(into):
+                for o in others:
+                    for key, _, f in calls:
+                        t = now()
+                        f(o)
+                        into[key].append(now() - t)
 
+            for _ in range(3):
+                probe_once(idle)  # warm: every name looked up once
+            idle = {key: [] for key in idle}
             idle_st = self.proc_status(m.pid)
+            limit = self.nofile_limit(m.pid)
             wall = {"sandboxfs": [], "direct": []}
-            idle, busy = [], []
-            peak = {"Threads": 0, "VmHWM": 0}
+            spawn = []
             urls = [c.sandbox(f"s{i:05d}").json()["url"] for i in range(k)]
+            admin = [sbx.Client(u) for u in urls]
+
+            def counts():
+                out = []
+                for a in admin:
+                    st = a.stats()
+                    out.append((st["executes"], st["commands"], st["busy"]))
+                return out
+
             for rep in range(self.reps):
                 for _ in range(10):
-                    idle.append(probe_once())
+                    probe_once(idle)
                     time.sleep(0.02)
+                before = counts()
                 # through the mount: one writer per sandbox, all at once
                 t0 = now()
                 procs = [subprocess.Popen(["sh", "-c", f"echo 'sleep {secs}' > {root}/s{i:05d}/ctl"])
                          for i in range(k)]
+                spawn.append(now() - t0)
                 time.sleep(min(1.0, secs / 4))
                 while any(p.poll() is None for p in procs) and now() - t0 < secs * 0.9:
-                    busy.append(probe_once())
                     st = self.proc_status(m.pid)
                     peak = {key: max(peak[key], st[key]) for key in peak}
+                    probe_once(busy)
                     time.sleep(0.1)
                 rcs = [p.wait(timeout=secs * 20) for p in procs]
                 wall["sandboxfs"].append(now() - t0)
@@ -689,12 +747,20 @@ class Bench:
                     1 for i in range(k) if (root / f"s{i:05d}" / "exit").read_text().strip() != "0")
                 if bad:
                     raise RuntimeError(f"{bad} of {k} commands failed through the mount")
+                # the sandboxes' side: each received one execute, none a 409
+                after = counts()
+                odd = [i for i in range(k)
+                       if (after[i][0] - before[i][0], after[i][1] - before[i][1],
+                           after[i][2] - before[i][2]) != (1, 1, 0)]
+                if odd:
+                    raise RuntimeError(f"{len(odd)} sandboxes did not receive exactly one "
+                                       f"execute (s{odd[0]:05d}: {before[odd[0]]} -> "
+                                       f"{after[odd[0]]})")
                 # direct: the same executes, one thread each, all at once
                 results = [None] * k
 
                 def one(i):
                     results[i] = sbx.execute(urls[i], f"sleep {secs}", timeout_seconds=secs * 4)
-                import threading
                 threads = [threading.Thread(target=one, args=(i,)) for i in range(k)]
                 t0 = now()
                 for t in threads:
@@ -704,19 +770,49 @@ class Bench:
                 wall["direct"].append(now() - t0)
                 if any(r is None or r.status != 200 for r in results):
                     raise RuntimeError("a direct execute failed")
+            end_st = self.proc_status(m.pid)
+            opts = ", ".join(self.mount_options(m))
             self.row(f"{k} commands of {secs} s across {n} sandboxes, at once (wall)", wall,
                      "s", target=("le", 1.5), target_sshfs=False,
                      rss=peak["VmHWM"] / 1024,
                      note=f"direct: the same {k} executes sent to the sandboxes in parallel; "
+                          f"starting the {k} writers took {statistics.median(spawn):.2f} s "
+                          f"(median, inside the wall time); every exit file says 0 and every "
+                          f"sandbox received one execute and answered no 409; "
                           f"daemon with {n} idle sandboxes: {idle_st['Threads']} threads, "
-                          f"{idle_st['VmRSS'] / 1024:.0f} MiB; while they ran: up to "
-                          f"{peak['Threads']} threads (one per running command and one per "
-                          f"waiting writer; FUSE workers stay free), {peak['VmHWM'] / 1024:.0f} MiB "
-                          f"peak; mount options: the defaults")
-            self.row(f"ls + stat + cat status elsewhere while they run", {
-                "sandboxfs": busy, "direct": idle}, "ms", target=("le", 2), target_sshfs=False,
-                note=f"direct column: the same three calls on the idle mount; {len(busy)} "
-                     f"samples during the runs, {len(idle)} idle")
+                          f"{idle_st['VmRSS'] / 1024:.0f} MiB, {idle_st['fds']} fds; while "
+                          f"they ran, at most: {peak['Threads']} threads, "
+                          f"{peak['VmHWM'] / 1024:.0f} MiB (VmHWM), {peak['fds']} fds "
+                          f"(its limit: {limit}); after them: {end_st['Threads']} threads, "
+                          f"{end_st['fds']} fds; mount options: {opts} only, the rest "
+                          f"(max_threads too) at their defaults")
+            for key, name, _ in calls:
+                b = sorted(busy[key])
+                self.row(f"{name} while they run", {"sandboxfs": busy[key],
+                                                    "direct": idle[key]},
+                         "ms", target=("le", 2), target_sshfs=False,
+                         note=f"direct column: the same call on the idle mount "
+                              f"({len(idle[key])} samples); {len(b)} samples during the "
+                              f"runs, 90th percentile "
+                              f"{fmt(b[int(0.9 * (len(b) - 1))] if b else None, 'ms')}, "
+                              f"slowest {fmt(b[-1] if b else None, 'ms')}; across "
+                              f"{len(others)} sandboxes that run nothing")
+        except Exception as e:
+            # say what the daemon was at: out of descriptors, it answers
+            # some requests with errors and may end
+            printed = m.output().strip().splitlines()[-1:] or ["nothing"]
+            rc = m.proc.poll() if m.proc else None
+            if rc is None:
+                try:
+                    how = (f"alive with {len(os.listdir(f'/proc/{m.pid}/fd'))} fds open "
+                           f"(its limit: {self.nofile_limit(m.pid)})")
+                except OSError:
+                    how = "alive"
+            else:
+                how = ("killed by " + signal.Signals(-rc).name if rc < 0
+                       else f"ended with exit code {rc}")
+            raise RuntimeError(f"{e}; the daemon: {how}, at most {peak['fds']} fds seen; "
+                               f"it last printed: {printed[0][:200]}") from e
         finally:
             m.stop()
             srv.stop()
@@ -1042,6 +1138,11 @@ def main():
                     help="how long each of them runs (5)")
     ap.add_argument("--stream-mib", type=int, default=None,
                     help="output of the stream workload, MiB (100)")
+    ap.add_argument("--scale-daemon-nofile", type=int, default=None,
+                    help="the mount's soft limit of open files in the scale workload, "
+                         "set once it is up (default: what it inherits; the workload "
+                         "raises its own to the hard limit, at most 65536, for the local "
+                         "orchestrator's three per sandbox)")
     ap.add_argument("--memory-entries", type=int, default=None,
                     help="workspace entries the memory workload finds (200000)")
     args = ap.parse_args()
