@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -110,4 +111,15 @@ int common_write_secret_at(int dirfd, const char *name, const void *data, size_t
 int common_write_secret(const char *path, const void *data, size_t len)
 {
 	return common_write_secret_at(AT_FDCWD, path, data, len);
+}
+
+int common_raise_nofile(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return -1;
+	if (rl.rlim_cur >= rl.rlim_max)
+		return 0;
+	rl.rlim_cur = rl.rlim_max;
+	return setrlimit(RLIMIT_NOFILE, &rl);
 }

@@ -26,4 +26,10 @@ int common_write_secret(const char *path, const void *data, size_t len);
 /* common_write_secret for name in the directory dirfd (or AT_FDCWD). */
 int common_write_secret_at(int dirfd, const char *name, const void *data, size_t len);
 
+/* Raises the soft limit of open files to the hard one, as servers do: a
+ * process that holds a few descriptors per sandbox or running command
+ * passes the usual 1,024 long before the machine's limit. 0 or -1 (errno
+ * set). */
+int common_raise_nofile(void);
+
 #endif

@@ -261,6 +261,9 @@ int main(int argc, char *argv[])
 		goto out_args;
 	}
 	fs_protect_memory(&m->opt);
+	/* hundreds of running commands hold a few descriptors each */
+	if (common_raise_nofile() < 0)
+		fs_log("cannot raise the open-file limit: %s", strerror(errno));
 	if (m->opt.show_help) {
 		fs_options_help(argv[0]);
 		ret = 0;

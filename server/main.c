@@ -281,6 +281,8 @@ int main(int argc, char **argv)
 	sigset_t set;
 
 	common_log_init("sandbox-server");
+	/* an orchestrator holds a few descriptors per sandbox */
+	(void)common_raise_nofile();
 	if (env_port && *env_port && parse_port(env_port, &port)) {
 		common_log("SANDBOX_PORT is not a port number");
 		return 2;

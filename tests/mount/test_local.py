@@ -132,3 +132,22 @@ def test_fstab_noise_is_ignored_and_check(tmp_path, orch):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "orchestrator: ok" in p.stdout
     assert orch.token not in p.stdout + p.stderr
+
+
+def test_the_daemon_raises_its_open_file_limit(tmp_path, orch):
+    """Hundreds of running commands hold a few descriptors each: started
+    under the usual soft limit, the daemon raises it to the hard one."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    try:
+        m = mount.Mount(tmp_path, server=orch).start()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    try:
+        limits = open(f"/proc/{m.pid}/limits").read()
+        line = [ln for ln in limits.splitlines() if ln.startswith("Max open files")][0]
+        got_soft, got_hard = line.split()[3:5]
+        assert got_soft == got_hard == str(hard), line
+    finally:
+        m.stop()
