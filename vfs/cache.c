@@ -1,9 +1,17 @@
 /*
  * cache.c — whole-file cache files: one per workspace file in use, under
  * cache_dir/files (0600). Reads and writes of an open file go to its
- * cache file; the size of all cache files is bounded by max_bytes: clean
- * unused copies are evicted oldest first, dirty data is never dropped
- * (writes fail with ENOSPC instead).
+ * cache file.
+ *
+ * Two bounds. max_bytes bounds the copies kept after close: clean cache
+ * files nobody uses (c->idle) are evicted past it, least recently used
+ * first, and a file larger than max_bytes first of all once it is one. A
+ * file in use (open, downloading, unsaved) is not counted and never
+ * evicted, so that a file of any size can be read and written; what
+ * bounds it is the file system under the cache directory, which keeps
+ * reserve_percent of its size free: growth past that is ENOSPC, once the
+ * clean copies nobody uses have been evicted for room. Unsaved data is
+ * never dropped.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -35,28 +44,61 @@ bool file_live(const struct wsfile *f)
 	return f->refs > 0 || f->dirty || f->pending;
 }
 
-static void lru_unlink(struct wscache *c, struct wsfile *f)
+/* f is one of the copies eviction may take: nobody uses it, nothing of
+ * it is unsaved. */
+static bool file_idle(const struct wsfile *f)
 {
-	if (f->lru_prev)
-		f->lru_prev->lru_next = f->lru_next;
-	else if (c->lru_head == f)
-		c->lru_head = f->lru_next;
-	if (f->lru_next)
-		f->lru_next->lru_prev = f->lru_prev;
-	else if (c->lru_tail == f)
-		c->lru_tail = f->lru_prev;
-	f->lru_prev = f->lru_next = NULL;
+	return f->refs == 0 && !f->dirty && !f->pending && !f->unlinked;
 }
 
-static void lru_touch(struct wscache *c, struct wsfile *f)
+static void idle_unlink(struct wscache *c, struct wsfile *f)
 {
-	lru_unlink(c, f);
-	f->lru_prev = c->lru_tail;
-	if (c->lru_tail)
-		c->lru_tail->lru_next = f;
+	if (f->idle_prev)
+		f->idle_prev->idle_next = f->idle_next;
 	else
-		c->lru_head = f;
-	c->lru_tail = f;
+		c->idle_head = f->idle_next;
+	if (f->idle_next)
+		f->idle_next->idle_prev = f->idle_prev;
+	else
+		c->idle_tail = f->idle_prev;
+	f->idle_prev = f->idle_next = NULL;
+	f->idle = false;
+	c->idle_bytes -= f->size;
+}
+
+/* Puts f in c->idle or takes it out, as its state says: at the tail (the
+ * most recently used), or at the head when it is larger than the whole
+ * cache may keep, since it cannot stay within max_bytes anyway and
+ * keeping it would push out everything else. */
+static void idle_update(struct wsfile *f)
+{
+	struct wscache *c = f->ws->c;
+	bool idle = file_idle(f);
+	if (idle == f->idle)
+		return;
+	if (!idle) {
+		idle_unlink(c, f);
+		return;
+	}
+	f->idle = true;
+	c->idle_bytes += f->size;
+	if (f->size > c->cfg.max_bytes) {
+		f->idle_prev = NULL;
+		f->idle_next = c->idle_head;
+		if (c->idle_head)
+			c->idle_head->idle_prev = f;
+		else
+			c->idle_tail = f;
+		c->idle_head = f;
+	} else {
+		f->idle_next = NULL;
+		f->idle_prev = c->idle_tail;
+		if (c->idle_tail)
+			c->idle_tail->idle_next = f;
+		else
+			c->idle_head = f;
+		c->idle_tail = f;
+	}
 }
 
 struct wsfile *file_new(struct workspace *ws, const char *path, const char *adopt)
@@ -97,7 +139,8 @@ struct wsfile *file_new(struct workspace *ws, const char *path, const char *adop
 	htab_add(&ws->files, &f->h);
 	f->ws_next = ws->all;
 	ws->all = f;
-	lru_touch(c, f);
+	/* Not idle yet: every caller references it or makes it pending
+	 * (restore, which sets its size first) next. */
 	return f;
 fail:
 	free(f->path);
@@ -160,7 +203,7 @@ int file_ref(struct wsfile *f)
 			return -errno;
 	}
 	f->refs++;
-	lru_touch(f->ws->c, f);
+	idle_update(f);
 	return 0;
 }
 
@@ -176,7 +219,8 @@ static void file_free(struct wsfile *f)
 		}
 	if (f->path)
 		htab_del(&ws->files, &f->h);
-	lru_unlink(c, f);
+	if (f->idle)
+		idle_unlink(c, f);
 	if (f->fd >= 0)
 		close(f->fd);
 	unlink(f->cache_path);
@@ -202,6 +246,8 @@ void file_unref(struct wsfile *f)
 	}
 	if (f->unlinked && !f->pending)
 		file_free(f);
+	else
+		idle_update(f);
 }
 
 void file_detach(struct wsfile *f)
@@ -253,6 +299,7 @@ void cache_set_state(struct wsfile *f, bool dirty, bool pending)
 		c->dirty_bytes += f->size;
 		c->unsaved_files++;
 	}
+	idle_update(f);
 }
 
 void cache_set_dirty(struct wsfile *f, bool dirty)
@@ -260,28 +307,113 @@ void cache_set_dirty(struct wsfile *f, bool dirty)
 	cache_set_state(f, dirty, f->pending);
 }
 
-/* Makes room for f to hold new_size bytes: evicts clean unused copies,
- * oldest first. Returns -ENOSPC when only dirty or busy data is left. */
+static void evict(struct wscache *c, struct wsfile *v)
+{
+	c->n.evictions++;
+	v->unlinked = true;
+	file_free(v);
+}
+
+void cache_trim(struct wscache *c)
+{
+	while (c->idle_head && c->idle_bytes > c->cfg.max_bytes)
+		evict(c, c->idle_head);
+}
+
+/* How long a measure of the free space serves, and how close to the
+ * reserve every growth measures it again: a statvfs per write only near
+ * the edge, where it decides. */
+#define ROOM_TTL_MS 200
+#define ROOM_EDGE   (64LL << 20)
+
+#define MIB(n) ((double)(n) / (1 << 20))
+
+/* Measures c->room (c->lock held). */
+static void room_measure(struct wscache *c, uint64_t now)
+{
+	struct statvfs sv;
+	c->room_ms = now ? now : 1;
+	if (statvfs(c->cache_dir, &sv) < 0) {
+		/* Not known: the file system's own ENOSPC is the limit. */
+		c->reserve_bytes = 0;
+		c->room = INT64_MAX / 2;
+		return;
+	}
+	uint64_t unit = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
+	uint64_t total = (uint64_t)sv.f_blocks * unit;
+	uint64_t avail = (uint64_t)sv.f_bavail * unit;
+	c->reserve_bytes = total / 100 * c->cfg.reserve_percent;
+	/* Downloads running write what they reserved as it comes: the part
+	 * still to come is taken already. */
+	uint64_t written = __atomic_load_n(&c->fetch_written, __ATOMIC_SEQ_CST);
+	uint64_t owed = c->fetch_expect > written ? c->fetch_expect - written : 0;
+	c->room = (int64_t)avail - (int64_t)c->reserve_bytes - (int64_t)owed;
+}
+
+/* Takes need bytes of room above the reserve for f (c->lock held). */
+static int room_take(struct wscache *c, struct wsfile *f, uint64_t need)
+{
+	/* A truncate to exabytes is no room anyone has, and no overflow. */
+	int64_t want = need > (uint64_t)INT64_MAX / 4 ? INT64_MAX / 4 : (int64_t)need;
+	uint64_t now = common_now_ms();
+	if (!c->room_ms || now - c->room_ms >= ROOM_TTL_MS || c->room < want + ROOM_EDGE)
+		room_measure(c, now);
+	if (c->room < want && c->idle_head &&
+	    c->room + (int64_t)c->idle_bytes >= want) {
+		/* Clean copies nobody uses make room, however far within
+		 * max_bytes the cache is (none goes in vain). */
+		int64_t room = c->room;
+		while (c->idle_head && room < want) {
+			room += (int64_t)c->idle_head->size;
+			evict(c, c->idle_head);
+		}
+		room_measure(c, now);
+	}
+	if (c->room < want) {
+		c->n.enospc++;
+		if (!c->refused)
+			ws_log(f->ws,
+			       "no room for %s (%.1f MiB more): the file system of %s "
+			       "has %.1f MiB free above the reserve the cache leaves "
+			       "free (%u%%, %.1f MiB); ENOSPC",
+			       f->path ? f->path : "a deleted file", MIB(need),
+			       c->cache_dir, MIB(c->room > 0 ? (uint64_t)c->room : 0),
+			       c->cfg.reserve_percent, MIB(c->reserve_bytes));
+		c->refused = need;
+		return -ENOSPC;
+	}
+	c->room -= want;
+	c->refused = 0;
+	return 0;
+}
+
 int cache_reserve(struct wscache *c, struct wsfile *f, uint64_t new_size)
 {
 	if (new_size <= f->size)
 		return 0;
-	uint64_t need = new_size - f->size;
-	struct wsfile *v = c->lru_head;
-	while (c->bytes + need > c->cfg.max_bytes && v) {
-		struct wsfile *next = v->lru_next;
-		if (v != f && v->refs == 0 && !v->dirty && !v->pending) {
-			c->n.evictions++;
-			v->unlinked = true;
-			file_free(v);
-		}
-		v = next;
+	return room_take(c, f, new_size - f->size);
+}
+
+int cache_health(struct wscache *c, FILE *out)
+{
+	if (!c->refused)
+		return 0;
+	/* Room may have been made since (a file deleted elsewhere). */
+	room_measure(c, common_now_ms());
+	int64_t room = c->room;
+	for (struct wsfile *v = c->idle_head; v; v = v->idle_next)
+		room += (int64_t)v->size;
+	if (room >= (int64_t)c->refused) {
+		c->refused = 0;
+		return 0;
 	}
-	if (c->bytes + need > c->cfg.max_bytes) {
-		c->n.enospc++;
-		return -ENOSPC;
-	}
-	return 0;
+	fprintf(out,
+		"the file system of the cache (%s) has %.1f MiB free above the "
+		"reserve the cache leaves free (%u%%, %.1f MiB): a write or download "
+		"of %.1f MiB more was refused (ENOSPC); make room there\n",
+		c->cache_dir, MIB(c->room > 0 ? (uint64_t)c->room : 0),
+		c->cfg.reserve_percent, MIB(c->reserve_bytes), MIB(c->refused));
+	return 1;
 }
 
 /* Accounts f's new size (c->lock held). */
@@ -289,6 +421,8 @@ void cache_account(struct wsfile *f, uint64_t size)
 {
 	struct wscache *c = f->ws->c;
 	c->bytes = c->bytes - f->size + size;
+	if (f->idle)
+		c->idle_bytes = c->idle_bytes - f->size + size;
 	if (f->dirty || f->pending)
 		c->dirty_bytes = c->dirty_bytes - f->size + size;
 	f->size = size;
@@ -361,6 +495,7 @@ int cache_fetch_begin(struct wsfile *f, struct wsfetch **out)
 		return rc;
 	}
 	cache_account(f, fe->expect);
+	c->fetch_expect += fe->expect; /* its room is taken: see room_measure */
 	f->present = false;
 	fe->wake_at = UINT64_MAX;
 	fe->f = f;
@@ -377,6 +512,11 @@ static bool fetch_progress(void *ctx, uint64_t written)
 {
 	struct wsfetch *fe = ctx;
 	struct wscache *c = fe->f->ws->c;
+	if (written > fe->counted) { /* only this thread writes counted */
+		__atomic_add_fetch(&c->fetch_written, written - fe->counted,
+				   __ATOMIC_SEQ_CST);
+		fe->counted = written;
+	}
 	__atomic_store_n(&fe->avail, written, __ATOMIC_SEQ_CST);
 	/* A reader sets wake_at before it looks at avail again (seq_cst both
 	 * ways): either it sees the new avail, or this sees its wake_at. The
@@ -433,6 +573,11 @@ int cache_fetch_run(struct wsfetch *fe)
 	char *resized = NULL;
 	pthread_mutex_lock(&c->lock);
 	cache_account(f, got);
+	/* What it wrote is on the disk now, or gone with a failure. */
+	c->fetch_expect -= fe->expect;
+	__atomic_sub_fetch(&c->fetch_written, fe->counted, __ATOMIC_SEQ_CST);
+	if (rc == 0 && got > fe->expect)
+		c->room -= (int64_t)(got - fe->expect); /* grew since the listing */
 	/* The listing is another one after a command: not for it. */
 	bool same = f->path && strcmp(f->path, fe->path) == 0 && fe->epoch == ws->epoch;
 	if (rc == 0) {
@@ -457,6 +602,7 @@ int cache_fetch_run(struct wsfetch *fe)
 	__atomic_store_n(&f->fetch, NULL, __ATOMIC_SEQ_CST);
 	cache_fetch_put(fe);
 	file_unref(f);
+	cache_trim(c); /* read by nobody any more, it may be the first to go */
 	pthread_mutex_unlock(&c->lock);
 	if (resized && !stopping)
 		ws_kernel_invalidate(ws, resized);

@@ -50,12 +50,15 @@ int ws_delete_remote(struct workspace *ws, const char *url, const char *rel,
 	return -ws_backend_errno(st);
 }
 
-/* Drops a reference taken by an operation (c->lock not held). */
+/* Drops a reference taken by an operation (c->lock not held). A file
+ * nobody uses any more may be evicted now (a closed file larger than the
+ * cache's bound goes first). */
 void file_drop_ref(struct wsfile *f)
 {
 	struct wscache *c = f->ws->c;
 	pthread_mutex_lock(&c->lock);
 	file_unref(f);
+	cache_trim(c);
 	pthread_mutex_unlock(&c->lock);
 }
 

@@ -376,6 +376,7 @@ int wscache_health(struct wscache *c, FILE *out)
 				strerror(f->last_err ? f->last_err : EIO), ws->id);
 		}
 named_all:
+	problems += cache_health(c, out);
 	pthread_mutex_unlock(&c->lock);
 	if (stuck) {
 		fprintf(out,
@@ -427,6 +428,7 @@ void wscache_stats(struct wscache *c, FILE *out)
 	pthread_mutex_lock(&c->lock);
 	struct wscache_counters n = c->n;
 	uint64_t bytes = c->bytes, dirty = c->dirty_bytes, files = 0, pending = 0;
+	uint64_t kept = c->idle_bytes;
 	for (struct workspace *ws = c->wss; ws; ws = ws->next)
 		for (struct wsfile *f = ws->all; f; f = f->ws_next) {
 			files++;
@@ -443,6 +445,7 @@ void wscache_stats(struct wscache *c, FILE *out)
 		"cache_files %" PRIu64 "\n"
 		"cache_bytes %" PRIu64 "\n"
 		"cache_dirty_bytes %" PRIu64 "\n"
+		"cache_kept_bytes %" PRIu64 "\n"
 		"cache_max_bytes %" PRIu64 "\n"
 		"cache_evictions %" PRIu64 "\n"
 		"cache_enospc %" PRIu64 "\n"
@@ -458,7 +461,7 @@ void wscache_stats(struct wscache *c, FILE *out)
 		"syncs %" PRIu64 "\n"
 		"checksum_passes %" PRIu64 "\n"
 		"uploads_incomplete %" PRIu64 "\n",
-		n.hits, n.misses, files, bytes, dirty, max, n.evictions, n.enospc,
+		n.hits, n.misses, files, bytes, dirty, kept, max, n.evictions, n.enospc,
 		n.fetched_bytes, n.uploads, n.upload_failures, n.uploaded_bytes, pending,
 		n.listings, n.listing_hits, n.renames, n.dir_renames, syncs,
 		n.checksum_passes, n.incomplete);

@@ -425,6 +425,7 @@ void *upload_thread(void *arg)
 			f->next_try_ms = common_now_ms() + RETRY_BASE_MS;
 		}
 		file_unref(f);
+		cache_trim(c); /* delivered and closed: it may go now */
 	}
 	pthread_mutex_unlock(&c->lock);
 	return NULL;

@@ -151,6 +151,10 @@ struct wscache *wscache_new(const struct wscache_config *cfg)
 	c->cfg = *cfg;
 	if (!c->cfg.max_bytes)
 		c->cfg.max_bytes = 1ULL << 30;
+	if (!c->cfg.reserve_percent)
+		c->cfg.reserve_percent = 5;
+	else if (c->cfg.reserve_percent > 100)
+		c->cfg.reserve_percent = 100;
 	if (c->cfg.listing_ttl_ms < 0)
 		c->cfg.listing_ttl_ms = 1000;
 	if (!c->cfg.listing_max_bytes)

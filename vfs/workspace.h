@@ -57,7 +57,16 @@ struct wscache_config {
 	struct backend *backend;
 	struct journal *journal;
 	const char *cache_dir;     /* created 0700; files 0600 */
-	uint64_t max_bytes;        /* bound of the cache (default 1 GiB) */
+	/* Bound of the cache files kept after close (default 1 GiB): the
+	 * clean copies nobody uses, evicted least recently used first past
+	 * it. A file in use (open, downloading, unsaved) is not bounded by
+	 * it but by the reserve below; once closed and clean, one larger
+	 * than the bound is the first to go. */
+	uint64_t max_bytes;
+	/* The part of the cache directory's file system that cache files
+	 * leave free, in percent (0: 5 %): a write, truncate or download
+	 * that would take the free space below it fails with ENOSPC. */
+	unsigned int reserve_percent;
 	long listing_ttl_ms;       /* default 1000 */
 	/* Bound of the listing cache's memory (names, sizes, times of every
 	 * cached listing): least recently used listings are evicted past it,
@@ -212,8 +221,9 @@ int workspace_create(struct workspace *ws, const char *rel, mode_t mode,
  * bytes read. */
 int workspace_read(uint64_t fh, char *buf, size_t size, off_t off);
 /* Writes into the cache file (O_APPEND: at its end) and marks it dirty;
- * nothing is sent. Returns the bytes written, or -ENOSPC past the cache's
- * bound. */
+ * nothing is sent. Returns the bytes written, or -ENOSPC past the reserve
+ * of the cache directory's file system (cfg.reserve_percent; max_bytes
+ * does not bound a file in use). */
 int workspace_write(uint64_t fh, const char *buf, size_t size, off_t off);
 /* A close of a descriptor: uploads what it wrote and returns the upload's
  * error (-EIO: kept as a pending upload, retried); one that wrote nothing
@@ -254,7 +264,7 @@ int workspace_symlink(struct workspace *ws, const char *target, const char *rel)
 /* -EPERM: the contract has no hard links. */
 int workspace_link(struct workspace *ws, const char *from, const char *to);
 /* The space of the cache directory's filesystem, where written data lands
- * first. */
+ * first; its free space less the reserve that cache files leave free. */
 int workspace_statfs(struct workspace *ws, struct statvfs *st);
 /* lseek on the cache file (SEEK_DATA, SEEK_HOLE, SEEK_END once a download
  * has ended). */

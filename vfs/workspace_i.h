@@ -97,14 +97,17 @@ struct wsfetch {
 	bool done;	     /* atomic; set under c->lock with err */
 	int err;	     /* -errno of a failed download, 0 */
 	bool size_known;     /* the listing gave the size: expect */
-	uint64_t expect;
+	uint64_t expect;     /* reserved, in c->fetch_expect while it runs */
+	uint64_t counted;    /* of avail, in c->fetch_written */
 	uint64_t epoch; /* ws->epoch when it started */
 };
 
 struct wsfile {
 	struct hlink h;		/* in ws->files, key: path; unused when unlinked */
 	struct wsfile *ws_next; /* every file of ws, live or unlinked */
-	struct wsfile *lru_prev, *lru_next; /* c->lru, oldest first */
+	/* In c->idle while nobody uses it and it is clean (cache.c). */
+	struct wsfile *idle_prev, *idle_next;
+	bool idle;
 	struct workspace *ws;
 	char *path;	  /* NULL once unlinked */
 	char *cache_path; /* absolute path of the cache file */
@@ -232,7 +235,13 @@ struct wscache {
 	pthread_t thread;
 	bool running, stop;
 	struct workspace *wss;
-	struct wsfile *lru_head, *lru_tail;
+	/* The clean copies nobody uses (no reference, nothing unsaved): the
+	 * only ones ever evicted, from the head, and what max_bytes bounds
+	 * (idle_bytes). A file joins at the tail when its last reference
+	 * goes, at the head when it is larger than max_bytes: such a file is
+	 * the first to go once clean. */
+	struct wsfile *idle_head, *idle_tail;
+	uint64_t idle_bytes;
 	uint64_t bytes;	      /* sum of cache file sizes */
 	uint64_t dirty_bytes; /* of which dirty or pending */
 	size_t unsaved_files; /* files dirty or pending: scans skip when 0 */
@@ -244,6 +253,19 @@ struct wscache {
 	 * thread's exit still uses the backend (its connection handle). */
 	struct fetch_worker *fetch_workers;
 	bool fetch_stop; /* atomic: unmounting, downloads stop */
+	/* The reserve of the cache directory's file system (cache.c): growth
+	 * that would leave it less free than reserve_percent is ENOSPC.
+	 * room is what may still be taken above the reserve: free space as
+	 * of room_ms (a statvfs), less what running downloads announced and
+	 * have not written yet, less what was reserved since. */
+	uint64_t fetch_expect;	/* sizes announced by running downloads */
+	uint64_t fetch_written; /* atomic: what they have written of them */
+	int64_t room;
+	uint64_t room_ms;	/* 0: never measured */
+	uint64_t reserve_bytes; /* the reserve, as of room_ms */
+	/* The last growth asked for was refused (its size), so health says
+	 * so until room is made. */
+	uint64_t refused;
 	struct wsdir *dir_lru_head, *dir_lru_tail; /* every workspace's */
 	uint64_t listing_bytes;			   /* of every cached listing */
 	uint64_t listing_entries;
@@ -388,7 +410,20 @@ bool file_live(const struct wsfile *f);
 void file_detach(struct wsfile *f); /* unlinks the name; keeps the data */
 void file_set_path(struct wsfile *f, const char *path);
 void file_drop_clean(struct wsfile *f); /* forgets a clean, unused copy */
+/* Makes room for f (in use: open, downloading or unsaved) to grow to
+ * new_size bytes, whatever max_bytes, as long as the cache directory's
+ * file system keeps its reserve free; clean copies nobody uses are
+ * evicted for it when it is short. Returns -ENOSPC past the reserve,
+ * logged and said in health. */
 int cache_reserve(struct wscache *c, struct wsfile *f, uint64_t new_size);
+/* Evicts clean copies nobody uses until they are within max_bytes;
+ * called where a file may just have become one (its last reference gone,
+ * its upload done). No pointer to a file without a reference may be held
+ * across it. */
+void cache_trim(struct wscache *c);
+/* Appends the reserve's health line, if writes are refused (c->lock
+ * held). Returns the number of problems. */
+int cache_health(struct wscache *c, FILE *out);
 void cache_set_dirty(struct wsfile *f, bool dirty);
 void cache_set_state(struct wsfile *f, bool dirty, bool pending);
 /* Files of at least this size (by the listing) download on a thread of

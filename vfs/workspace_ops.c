@@ -523,6 +523,10 @@ int workspace_statfs(struct workspace *ws, struct statvfs *st)
 		st->f_bsize = st->f_frsize = 4096;
 		st->f_blocks = st->f_bfree = st->f_bavail = 1ULL << 28;
 		st->f_files = st->f_ffree = st->f_favail = 1ULL << 24;
+	} else {
+		/* What cache files leave free is not there to write into. */
+		fsblkcnt_t kept = st->f_blocks / 100 * ws->c->cfg.reserve_percent;
+		st->f_bavail = st->f_bavail > kept ? st->f_bavail - kept : 0;
 	}
 	st->f_namemax = 255;
 	return 0;

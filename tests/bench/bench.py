@@ -441,6 +441,103 @@ class Bench:
                  target=("abs_ge", 1e9), rss=rss["warm"])
         src.unlink()
 
+    def w_huge(self):
+        """A file four times the default cache (1 GiB), written and read
+        cold through the mount with the default options: it streams
+        through local disk (bounded by the state directory's free space,
+        not by cache_max) and the daemon's memory stays flat."""
+        size = self.args.huge_mib * MiB
+        log(f"2b. a file larger than the cache ({self.args.huge_mib} MiB)")
+        st = os.statvfs(self.tmp)
+        free = st.f_bavail * st.f_frsize
+        # the source, the server's copies, the cache file and the direct GET's
+        need = 5 * size + (2 << 30)
+        if free < need:
+            self.notes.append(f"workload huge skipped: {need >> 30} GiB free needed under "
+                              f"{self.tmp.parent} (--tmp), {free >> 30} GiB there")
+            return
+        chunk = os.urandom(MiB)
+        src = self.tmp / "huge.src"
+        with open(src, "wb") as f:
+            for _ in range(size // MiB):
+                f.write(chunk)
+
+        def write_file(path):
+            t = now()
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            for _ in range(size // MiB):
+                os.write(fd, chunk)
+            os.close(fd)  # the upload: one PUT of the whole file
+            return size / (now() - t)
+
+        def read_file(path):
+            t = now()
+            fd = os.open(path, os.O_RDONLY)
+            n = 0
+            while True:
+                b = os.read(fd, MiB)
+                if not b:
+                    break
+                n += len(b)
+            os.close(fd)
+            assert n == size, (path, n)
+            return size / (now() - t)
+
+        def direct_put(rep):
+            us, _ = self.direct("put", src, f"huge/d{rep}")
+            return size / us[0]
+
+        def direct_get(rep):
+            out = self.tmp / "huge.get"
+            us, _ = self.direct("get", f"huge/c{rep}", out)
+            os.unlink(out)
+            return size / us[0]
+
+        (self.ws / "huge").mkdir()
+        if self.ssh:
+            (self.sroot / "huge").mkdir()
+        self.ctl()
+        wvars = [("sandboxfs", lambda r: write_file(self.mws / "huge" / f"w{r}")),
+                 ("direct", direct_put)]
+        rvars = [("sandboxfs", lambda r: read_file(self.mws / "huge" / f"c{r}")),
+                 ("direct", direct_get)]
+        if self.ssh:
+            wvars.append(("sshfs", lambda r: write_file(self.smnt / "huge" / f"w{r}")))
+            rvars.append(("sshfs", lambda r: read_file(self.smnt / "huge" / f"c{r}")))
+        ws, rs = ({n: [] for n, _ in v} for v in (wvars, rvars))
+        rss = {"write": 0.0, "cold": 0.0}
+        kept = []
+        reps = self.args.huge_reps
+        for rep in range(reps):
+            shutil.copyfile(src, self.ws / "huge" / f"c{rep}")
+            if self.ssh:
+                shutil.copyfile(src, self.sroot / "huge" / f"c{rep}")
+            self.ctl()
+            for phase, vars_, acc in (("write", wvars, ws), ("cold", rvars, rs)):
+                self.hwm_reset()
+                for k, v in self.interleave(vars_, rep).items():
+                    acc[k].append(v)
+                rss[phase] = max(rss[phase], self.hwm_mib())
+                # closed and clean: the cache is back within cache_max
+                time.sleep(0.2)
+                kept.append(self.stats().get("cache_bytes", -1))
+            assert (self.ws / "huge" / f"w{rep}").stat().st_size == size
+            for n in ("w", "c"):
+                os.unlink(self.mws / "huge" / f"{n}{rep}")
+            (self.ws / "huge" / f"d{rep}").unlink()
+            if self.ssh:
+                for n in ("w", "c"):
+                    os.unlink(self.smnt / "huge" / f"{n}{rep}")
+        mib = self.args.huge_mib
+        cache = self.stats().get("cache_max_bytes", 0)
+        over = " (> cache_max)" if size > cache else ""
+        note = (f"cache_max {cache >> 20} MiB (the default); {reps} repetition(s); the "
+                f"mount's cache files after each close: at most {max(kept) >> 20} MiB")
+        self.row(f"{mib} MiB sequential write + close{over}", ws, "MB/s", kind="rate",
+                 rss=rss["write"], note=note)
+        self.row(f"{mib} MiB cold read{over}", rs, "MB/s", kind="rate", rss=rss["cold"])
+        src.unlink()
+
     def w_small(self):
         n, size = self.args.files, 4096
         log(f"3. small files ({n} x 4 KiB)")
@@ -1118,8 +1215,8 @@ def main():
     ap.add_argument("build")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--only", action="append",
-                    choices=["roundtrip", "large", "small", "metadata", "real", "stream",
-                             "scale", "memory"])
+                    choices=["roundtrip", "large", "huge", "small", "metadata", "real",
+                             "stream", "scale", "memory"])
     ap.add_argument("--quick", action="store_true",
                     help="small sizes, 3 repetitions (a smoke run, not for the table)")
     ap.add_argument("--no-sshfs", action="store_true")
@@ -1145,14 +1242,18 @@ def main():
                          "orchestrator's three per sandbox)")
     ap.add_argument("--memory-entries", type=int, default=None,
                     help="workspace entries the memory workload finds (200000)")
+    ap.add_argument("--huge-mib", type=int, default=None,
+                    help="size of the file larger than the cache, MiB (4096)")
+    ap.add_argument("--huge-reps", type=int, default=1,
+                    help="repetitions of the huge workload (1: it moves 16 GiB each)")
     args = ap.parse_args()
     args.commands, args.large_mib, args.files = 200, 256, 1000
     args.dir_entries, args.tree_files = 10000, 20000
     sizes = dict(scale_sandboxes=1000, scale_commands=500, memory_entries=200000,
-                 stream_mib=100)
+                 stream_mib=100, huge_mib=4096)
     if args.quick:
         sizes = dict(scale_sandboxes=100, scale_commands=50, memory_entries=20000,
-                     stream_mib=8)
+                     stream_mib=8, huge_mib=64)
     for key, v in sizes.items():
         if getattr(args, key) is None:
             setattr(args, key, v)
@@ -1164,8 +1265,8 @@ def main():
     t0 = time.monotonic()
     try:
         b.start()
-        for name in ("roundtrip", "large", "small", "metadata", "real", "stream", "scale",
-                     "memory"):
+        for name in ("roundtrip", "large", "huge", "small", "metadata", "real", "stream",
+                     "scale", "memory"):
             if not args.only or name in args.only:
                 try:
                     getattr(b, "w_" + name)()

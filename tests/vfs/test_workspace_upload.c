@@ -3,8 +3,10 @@
  * fsync return EIO, stays pending (journaled), is retried by the thread
  * once the server's 500 fault clears, survives a crash (a child process
  * that dies without cleanup; a new wscache over the same journal and cache
- * dir restores it), a cache full of dirty data gives ENOSPC, clean data is
- * evicted, and the data of a gone sandbox is kept for rescue.
+ * dir restores it), unsaved data may take the cache past its bound, clean
+ * data is evicted (a closed file larger than the bound first), ENOSPC
+ * comes only past the reserve of the cache directory's file system, and
+ * the data of a gone sandbox is kept for rescue.
  *
  * And what it costs: a close whose PUT succeeds makes no device flush, a
  * failed one makes its pending upload durable before returning; a cache
@@ -534,7 +536,41 @@ static void test_running_crc(void)
 	journal_close(j);
 }
 
-static void test_enospc_and_eviction(void)
+/* Reads rel whole through a handle; returns the bytes read or -errno. */
+static long ws_read_all(struct workspace *ws, const char *rel)
+{
+	struct wsopen fi = {.flags = O_RDONLY};
+	int rc = workspace_open(ws, rel, &fi);
+	if (rc < 0)
+		return rc;
+	static char buf[16 << 10];
+	long total = 0;
+	for (;;) {
+		int n = workspace_read(fi.fh, buf, sizeof(buf), total);
+		if (n <= 0) {
+			if (n < 0)
+				total = n;
+			break;
+		}
+		total += n;
+	}
+	workspace_release(fi.fh);
+	return total;
+}
+
+static void srv_fill(const char *rel, size_t size, char c)
+{
+	char *data = malloc(size + 1);
+	memset(data, c, size);
+	data[size] = '\0';
+	srv_put(&S, rel, data);
+	free(data);
+}
+
+/* max_bytes bounds the copies kept, not a file in use: clean copies are
+ * evicted to make room, a file being written or read may take the cache
+ * past the bound, and once closed and clean the largest goes first. */
+static void test_bound(void)
 {
 	char dir[700];
 	snprintf(dir, sizeof(dir), "%s/small", S.dir);
@@ -547,35 +583,19 @@ static void test_enospc_and_eviction(void)
 	for (int i = 0; i < 4; i++) {
 		char rel[16];
 		snprintf(rel, sizeof(rel), "e%d", i);
-		char p[800];
-		snprintf(p, sizeof(p), "%s/%s", S.ws, rel);
-		FILE *f = fopen(p, "wb");
-		fwrite(block, 1, 30 << 10, f);
-		fclose(f);
+		srv_fill(rel, 30 << 10, 'e');
 	}
 	workspace_invalidate(ws);
 	for (int i = 0; i < 4; i++) {
 		char rel[16];
 		snprintf(rel, sizeof(rel), "e%d", i);
-		struct wsopen fi = {.flags = O_RDONLY};
-		CHECK_EQ(workspace_open(ws, rel, &fi), 0);
-		char buf[64];
-		CHECK_EQ(workspace_read(fi.fh, buf, sizeof(buf), 0), 64);
-		workspace_release(fi.fh);
+		CHECK_EQ(ws_read_all(ws, rel), 30 << 10);
 	}
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *out = open_memstream(&buf, &len);
-	wscache_stats(c, out);
-	fclose(out);
-	long ev = 0;
-	char *p = strstr(buf, "cache_evictions ");
-	if (p)
-		ev = atol(p + strlen("cache_evictions "));
-	CHECK(ev >= 2);
-	free(buf);
+	CHECK(stat_of(c, "cache_evictions") >= 2);
+	CHECK(stat_of(c, "cache_bytes") <= 64 << 10);
 
-	/* Dirty data is never dropped: writes fail instead. */
+	/* Unsaved data is never dropped, and may take the cache past its
+	 * bound: the writes go on. */
 	warm(ws);
 	CHECK(srv_faults(&S, FAULT_500));
 	struct wsopen fi = {.flags = O_WRONLY | O_CREAT};
@@ -585,18 +605,101 @@ static void test_enospc_and_eviction(void)
 	workspace_release(fi.fh);
 	fi = (struct wsopen){.flags = O_WRONLY | O_CREAT};
 	CHECK_EQ(workspace_create(ws, "big2", 0644, &fi), 0);
-	CHECK_EQ(workspace_write(fi.fh, block, 30 << 10, 0), -ENOSPC);
-	CHECK_EQ(workspace_write(fi.fh, block, 1 << 10, 0), 1 << 10);
-	workspace_release(fi.fh);
+	CHECK_EQ(workspace_write(fi.fh, block, 40 << 10, 0), 40 << 10);
+	CHECK_EQ(workspace_write(fi.fh, block, 40 << 10, 40 << 10), 40 << 10);
+	CHECK(stat_of(c, "cache_bytes") >= 120 << 10);
+	CHECK_EQ(stat_of(c, "cache_enospc"), 0);
 	CHECK(srv_faults(&S, "{}"));
-	wscache_free(c); /* a last try delivers what is pending */
+	CHECK_EQ(workspace_flush(fi.fh), 0);
+	workspace_release(fi.fh);
+	/* Saved and closed, the file larger than the bound went at once; the
+	 * copies kept are e2 and e3, and big1 waits for its retry. */
+	CHECK_EQ(stat_of(c, "cache_kept_bytes"), 60 << 10);
+	CHECK_EQ(stat_of(c, "cache_bytes"), 100 << 10);
+	fi = (struct wsopen){.flags = O_WRONLY};
+	CHECK_EQ(workspace_open(ws, "big1", &fi), 0);
+	CHECK_EQ(workspace_fsync(fi.fh, 0), 0);
+	workspace_release(fi.fh);
+	CHECK(stat_of(c, "cache_kept_bytes") <= 64 << 10);
+
+	/* A file larger than the bound is read whole, and goes first once
+	 * closed: a small copy read before it stays. */
+	srv_fill("small", 10 << 10, 's');
+	srv_fill("large", 200 << 10, 'l');
+	workspace_invalidate(ws);
+	CHECK_EQ(ws_read_all(ws, "small"), 10 << 10);
+	long ev = stat_of(c, "cache_evictions");
+	CHECK_EQ(ws_read_all(ws, "large"), 200 << 10);
+	CHECK(stat_of(c, "cache_bytes") <= 64 << 10);
+	CHECK(stat_of(c, "cache_evictions") >= ev + 1);
+	long misses = stat_of(c, "cache_misses");
+	CHECK_EQ(ws_read_all(ws, "small"), 10 << 10);
+	CHECK_EQ(stat_of(c, "cache_misses"), misses); /* still there */
+	wscache_free(c);
 	size_t n = 0;
 	char *got = srv_read(&S, "big1", &n);
 	CHECK(got && n == (40 << 10));
 	free(got);
 	got = srv_read(&S, "big2", &n);
-	CHECK(got && n == (1 << 10));
+	CHECK(got && n == (80 << 10));
 	free(got);
+}
+
+/* The reserve of the cache directory's file system is the limit: here all
+ * of it (100 %), so that any growth is past it: ENOSPC, said in health,
+ * and nothing else refused. */
+static void test_reserve(void)
+{
+	char dir[700];
+	snprintf(dir, sizeof(dir), "%s/reserve", S.dir);
+	struct wscache_config cfg = {
+	    .backend = B,
+	    .cache_dir = dir,
+	    .listing_ttl_ms = 60000,
+	    .reserve_percent = 100,
+	    .uid = getuid(),
+	    .gid = getgid(),
+	};
+	struct wscache *c = wscache_new(&cfg);
+	CHECK(c != NULL);
+	if (!c)
+		return;
+	struct workspace *ws = workspace_get(c, "sb1", S.url);
+	srv_fill("r1", 1000, 'r');
+	workspace_invalidate(ws);
+	int problems;
+	char *h = health_of(c, &problems);
+	CHECK(problems == 0);
+	free(h);
+	/* No room for a download. */
+	CHECK_EQ(ws_read_all(ws, "r1"), -ENOSPC);
+	CHECK_EQ(stat_of(c, "cache_enospc"), 1);
+	h = health_of(c, &problems);
+	CHECK(problems == 1 && h && strstr(h, "above the reserve the cache leaves free"));
+	free(h);
+	/* An empty file is no growth: created and saved; a write is not. */
+	struct wsopen fi = {.flags = O_WRONLY | O_CREAT};
+	CHECK_EQ(workspace_create(ws, "w1", 0644, &fi), 0);
+	CHECK_EQ(workspace_write(fi.fh, "abc", 3, 0), -ENOSPC);
+	CHECK_EQ(workspace_truncate(NULL, NULL, 10, fi.fh), -ENOSPC);
+	CHECK_EQ(workspace_flush(fi.fh), 0);
+	workspace_release(fi.fh);
+	CHECK(srv_has(&S, "w1", ""));
+	wscache_free(c);
+
+	/* The same cache directory with the usual reserve: room again, and
+	 * health is well. */
+	cfg.reserve_percent = 0;
+	c = wscache_new(&cfg);
+	ws = workspace_get(c, "sb1", S.url);
+	CHECK_EQ(ws_read_all(ws, "r1"), 1000);
+	/* No file system has room for this. */
+	CHECK_EQ(workspace_truncate(ws, "w1", INT64_MAX, 0), -ENOSPC);
+	CHECK(!healthy(c));
+	CHECK_EQ(ws_put(ws, "w1", "abc", O_WRONLY), 0);
+	CHECK(srv_has(&S, "w1", "abc"));
+	CHECK(healthy(c));
+	wscache_free(c);
 }
 
 static void test_gone(void)
@@ -690,7 +793,8 @@ int main(int argc, char **argv)
 	test_syncs();
 	test_torn_cache_file();
 	test_running_crc();
-	test_enospc_and_eviction();
+	test_bound();
+	test_reserve();
 	test_gone();
 	test_gone_at_restore();
 
