@@ -1,5 +1,5 @@
 /*
- * preflight_i.h — private to fs/: checks of the machine that run before
+ * preflight_i.h — private to fuse/: checks of the machine that run before
  * anything starts, each failing with one line that names the cause and
  * what to do (a missing or non-empty mountpoint, /dev/fuse, fusermount3).
  */

@@ -13,7 +13,7 @@
 #include "workspace.h"
 
 enum fs_handle_kind {
-	FS_HANDLE_CONTROL = 0x5c7101,   /* ctl, stdout, status, ... (fs/ops) */
+	FS_HANDLE_CONTROL = 0x5c7101,   /* ctl, stdout, status, ... (mount/files.c) */
 	FS_HANDLE_WORKSPACE = WS_HANDLE_FILE, /* a file under ID/workspace/ */
 	FS_HANDLE_WSDIR = WS_HANDLE_DIR,      /* a directory under ID/workspace/ */
 };

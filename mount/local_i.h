@@ -1,5 +1,6 @@
 /*
- * local_i.h — private to fs/: the embedded local orchestrator (--local).
+ * local_i.h — private to mount/ and fuse/: the embedded local orchestrator
+ * (--local).
  */
 #ifndef SANDBOXFS_FS_LOCAL_I_H
 #define SANDBOXFS_FS_LOCAL_I_H

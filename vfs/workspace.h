@@ -2,7 +2,7 @@
  * workspace.h — the workspace core (vfs/): ID/workspace/ as a POSIX-enough
  * filesystem over the contract's whole-file HTTP (DESIGN.md §3), with a
  * local write-back cache. A static library that depends on common/,
- * backend/ and journal/ only; the mount (fs/) links it.
+ * backend/ and journal/ only; the mount (mount/, fuse/) links it.
  *
  * Two objects:
  *  - struct wscache, one per mount: the cache directory and its size bound,
@@ -11,7 +11,7 @@
  *  - struct workspace, one per sandbox, created by the mount when it learns
  *    of a sandbox.
  *
- * The FUSE dispatcher (fs/ops.c) resolves MOUNT/ID/workspace/REL to
+ * The FUSE side (fuse/ops.c) resolves MOUNT/ID/workspace/REL to
  * (workspace, REL) and calls the workspace_* operation; REL is "" for the
  * workspace root and never starts or ends with '/'. Operations return 0 or
  * a negative errno, like FUSE operations. Open files and directories
@@ -23,7 +23,7 @@
  * it needs of it (run a command in the sandbox, tell the kernel to forget
  * a path, whether the request was interrupted, whether the session ended)
  * comes in as callbacks of struct wscache_config, and the mount's FUSE
- * adapter (fs/wsadapt.c) translates its file info and directory filler
+ * adapter (fuse/wsadapt.c) translates its file info and directory filler
  * to and from struct wsopen and ws_fill_fn.
  *
  * Lock order (workspace_i.h has the details). Two kinds of mutex:
