@@ -461,7 +461,6 @@ int fs_stream_read(struct fs_mount *m, const struct fs_loc *loc, char *buf, size
 		}
 		if (fs_should_stop_waiting(m)) {
 			pthread_mutex_unlock(&m->lock);
-			atomic_fetch_add(&m->n.interrupted_writes, 0);
 			return -EINTR;
 		}
 		struct timespec ts;
