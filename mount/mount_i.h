@@ -351,7 +351,8 @@ struct fs_stream;
  * directory the poller fetches; *out the stream, held once for the run. */
 int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const char *url,
 		  const char *inner, size_t inner_len, char **send, struct fs_stream **out);
-/* Starts the poller (when the request leaves). */
+/* The request leaves: from now on a reader of the output starts the
+ * poller (nobody reading costs no thread and no request). */
 void fs_stream_start(struct fs_stream *s);
 /* After /execute answered: stops the poller and, when the output was too
  * long for the answer, fetches the rest into res (and deletes the

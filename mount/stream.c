@@ -6,8 +6,8 @@
  * is not serialized by the seat. So a command is sent wrapped: its output
  * goes through split(1) into 1 MiB pieces in a hidden directory of the
  * workspace root (.sandboxfs-run.SEQ.NONCE, hidden by vfs/listing.c),
- * which a poller here lists and fetches twice a second into a spool file
- * per stream (piece k at offset k MiB, so the growing last piece is
+ * which a poller here lists and fetches twice a second, from the first
+ * read of the output while the run lasts, into a spool file per stream (piece k at offset k MiB, so the growing last piece is
  * fetched again in place: a byte of output crosses the wire about once).
  * Readers read the spool; a read at its end waits for more or for the end.
  *
@@ -70,7 +70,9 @@ struct fs_stream {
 	char dir[64];
 	struct fs_spool s[2]; /* stdout, stderr */
 	pthread_t poller;
-	bool poller_started;
+	/* guarded by m->lock: the request left, the poller runs, the run
+	 * ended (no poller starts then) */
+	bool sent, poller_started, finished;
 	pthread_mutex_t lock; /* the poller's stop flag and passes */
 	pthread_cond_t cv;
 	bool stop;
@@ -238,19 +240,20 @@ static int fs_stream_pass(struct fs_stream *s, bool final)
 	return 0;
 }
 
+/* Polls while the run lasts: a pass at once (someone is reading), then
+ * every FS_POLL_MS. */
 static void *fs_stream_main(void *arg)
 {
 	struct fs_stream *s = arg;
 	pthread_mutex_lock(&s->lock);
 	while (!s->stop) {
-		struct timespec ts;
-		common_deadline_in(&ts, FS_POLL_MS);
-		pthread_cond_timedwait(&s->cv, &s->lock, &ts);
-		if (s->stop)
-			break;
 		pthread_mutex_unlock(&s->lock);
 		(void)fs_stream_pass(s, false);
 		pthread_mutex_lock(&s->lock);
+		struct timespec ts;
+		common_deadline_in(&ts, FS_POLL_MS);
+		if (!s->stop)
+			pthread_cond_timedwait(&s->cv, &s->lock, &ts);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return NULL;
@@ -258,7 +261,17 @@ static void *fs_stream_main(void *arg)
 
 void fs_stream_start(struct fs_stream *s)
 {
-	if (s->plain)
+	pthread_mutex_lock(&s->m->lock);
+	s->sent = true;
+	pthread_mutex_unlock(&s->m->lock);
+}
+
+/* Someone reads the output (or its size) while the run lasts: the poller
+ * starts, once. Nobody reading costs nothing: no thread, no request.
+ * m->lock held. */
+static void fs_stream_want(struct fs_stream *s)
+{
+	if (s->plain || !s->sent || s->finished || s->poller_started)
 		return;
 	/* the poller must not take the signals meant for FUSE threads */
 	sigset_t all, old;
@@ -270,14 +283,20 @@ void fs_stream_start(struct fs_stream *s)
 
 static void fs_stream_stop(struct fs_stream *s)
 {
-	if (!s->poller_started)
+	pthread_mutex_lock(&s->m->lock);
+	s->finished = true; /* no poller starts after this */
+	bool started = s->poller_started;
+	pthread_mutex_unlock(&s->m->lock);
+	if (!started)
 		return;
 	pthread_mutex_lock(&s->lock);
 	s->stop = true;
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->lock);
 	pthread_join(s->poller, NULL);
+	pthread_mutex_lock(&s->m->lock);
 	s->poller_started = false;
+	pthread_mutex_unlock(&s->m->lock);
 }
 
 /* Copies a spool file into the run's output as fs_output_store would keep
@@ -444,6 +463,7 @@ int fs_stream_read(struct fs_mount *m, const struct fs_loc *loc, char *buf, size
 			return -ENODATA; /* read the stored output */
 		}
 		struct fs_stream *s = r->stream;
+		fs_stream_want(s);
 		uint64_t have = s->s[which].have;
 		if (off >= 0 && (uint64_t)off < have) {
 			s->refs++;
@@ -472,5 +492,8 @@ int fs_stream_read(struct fs_mount *m, const struct fs_loc *loc, char *buf, size
 off_t fs_stream_size(struct fs_mount *m, const struct fs_run *r, int which)
 {
 	(void)m;
-	return r->stream ? (off_t)r->stream->s[which].have : 0;
+	if (!r->stream)
+		return 0;
+	fs_stream_want(r->stream); /* tail -f watches the size */
+	return (off_t)r->stream->s[which].have;
 }

@@ -76,7 +76,7 @@ def tail_f_on_a_terminal(path, seconds):
 
 def test_tail_f_follows_a_running_command(sandbox, orch):
     d = sandbox
-    w = start(d, "for i in $(seq 1 12); do echo tick $i; sleep 0.3; done")
+    w = start(d, "for i in $(seq 1 25); do echo tick $i; sleep 0.3; done")
     try:
         # once the command printed something (GNU tail reads a file that
         # is empty when it opens it to its end before following it)
@@ -88,7 +88,7 @@ def test_tail_f_follows_a_running_command(sandbox, orch):
         assert lines == [f"tick {i}" for i in range(1, len(lines) + 1)]
     finally:
         assert w.wait(20) == 0
-    assert mount.read(d / "stdout").splitlines()[-1] == "tick 12"
+    assert mount.read(d / "stdout").splitlines()[-1] == "tick 25"
 
 
 def test_a_read_at_the_end_waits_or_is_eagain(sandbox, orch):
