@@ -152,7 +152,9 @@ def test_cp_in_and_out_of_a_file_larger_than_the_cache(small, tmp_path):
     assert int(stats(m)["cache_hits"]) == hits + 1
     # No whole file in memory: the daemon's peak stays far under the file.
     print(f"\npeak RSS after 100 MiB in and out: {vm_hwm_kib(m.pid) // 1024} MiB")
-    assert vm_hwm_kib(m.pid) * 1024 < BIG // 2, vm_hwm_kib(m.pid)
+    with open(f"/proc/{m.pid}/maps") as f:
+        sanitized = "libasan" in f.read()  # its shadow memory is not ours
+    assert sanitized or vm_hwm_kib(m.pid) * 1024 < BIG // 2, vm_hwm_kib(m.pid)
 
 
 def test_a_large_file_is_read_while_it_downloads(small, tmp_path):
