@@ -347,19 +347,15 @@ void fs_ll_invalidate_tree(struct fs_mount *m, const char *path)
 		x = x && x != top ? x->next_kid : NULL;
 	}
 	pthread_mutex_unlock(&ll.lock);
-	/* Files: the kernel drops the name and asks again, so a name a
-	 * command removed or turned into a directory is looked up afresh.
-	 * Directories keep their names (a process may stand in one; an
-	 * unhashed cwd makes getcwd fail) and drop their attributes and
-	 * cached listing; mkdir and O_EXCL look a name up anyway. */
+	/* Attributes and pages of each, never a name: notify_inval_entry
+	 * takes the directory's lock in the kernel, and a request that holds
+	 * it waits for this daemon; killed then (kill -9), the thread in the
+	 * notify never leaves it, the connection is never closed, and the
+	 * mount hangs for good. A name a command removed is found gone at
+	 * the next open (ESTALE: the kernel looks it up again). */
 	for (size_t i = 0; i < n; i++) {
-		if (v[i].name) {
-			fuse_lowlevel_notify_inval_entry(fs_session(m), v[i].parent, v[i].name,
-							 strlen(v[i].name));
-			free(v[i].name);
-		} else {
-			fuse_lowlevel_notify_inval_inode(fs_session(m), v[i].ino, 0, 0);
-		}
+		fuse_lowlevel_notify_inval_inode(fs_session(m), v[i].ino, 0, 0);
+		free(v[i].name);
 	}
 	free(v);
 	if (oom) /* the name cache may stay stale up to attr_timeout */

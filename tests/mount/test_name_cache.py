@@ -98,9 +98,9 @@ def test_names_a_command_removed_can_be_created_again(cached_debug):
         os.open(ws / "c", os.O_WRONLY)
     assert e.value.errno == errno.ENOENT
     assert sget(url, "c") is None
-    # the mount told the kernel which names the commands may have changed:
-    # nothing was found stale and retried
-    assert stale_answers(m) == 0
+    # names the kernel still held were found gone at their open (ESTALE
+    # inside the kernel, which looked them up again), at most once each
+    assert stale_answers(m) <= 6
 
 
 def test_a_command_changes_are_seen_by_the_next_stat(cached):
@@ -172,8 +172,7 @@ def test_a_name_a_command_turned_into_another_type(cached_debug):
     assert os.listdir(ws / "f") == []
     (ws / "f" / "in").write_text("in f\n")
     assert sget(url, "f/in") == b"in f\n"
-    # f, a file the kernel held, was looked up afresh after the command;
-    # d, a directory it held, keeps its name there (a process may stand in
-    # one) and answers ESTALE once for its stat and once for its open, so
-    # that the kernel looks it up again
-    assert stale_answers(m) <= 2
+    # f and d, held by the kernel as a file and a directory, answer ESTALE
+    # once each for a stat and an open, so that the kernel looks them up
+    # again (it is never told a name is gone: see fuse/nodes.c)
+    assert stale_answers(m) <= 4
