@@ -28,7 +28,7 @@ PACKAGES=(
 	# examples/edit.sh scripts ed (and vim, below)
 	ed
 	# the workspace's mounted tests run real programs through the mount
-	vim git rsync fio tar
+	vim git rsync fio tar make
 	# the reliability tests: a TLS peer, another user, a leak check
 	openssl util-linux valgrind
 )
