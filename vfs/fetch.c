@@ -1,0 +1,367 @@
+/*
+ * fetch.c — downloads of workspace files into their cache files (struct
+ * wsfetch, workspace_i.h): one at a time per file, on a thread of its own
+ * (bounded), readers waiting only for the range they read, interruptible,
+ * stopped at unmount. Its room on the disk is taken up front (cache.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "workspace_i.h"
+
+static void fetch_free(struct wsfetch *fe)
+{
+	pthread_cond_destroy(&fe->cond);
+	free(fe->url);
+	free(fe->path);
+	free(fe);
+}
+
+void cache_fetch_put(struct wsfetch *fe)
+{
+	if (fe && --fe->refs == 0)
+		fetch_free(fe);
+}
+
+int cache_fetch_begin(struct wsfile *f, struct wsfetch **out)
+{
+	struct workspace *ws = f->ws;
+	struct wscache *c = ws->c;
+	*out = NULL;
+	/* Nothing else changes the content: f->mx is held and no download
+	 * runs. The new content is written from the start. */
+	f->crc_ok = false; /* the upload of what comes sums the file */
+	if (ftruncate(f->fd, 0) < 0 || lseek(f->fd, 0, SEEK_SET) < 0) {
+		ws_log(ws, "cannot empty a cache file: %s", strerror(errno));
+		return -EIO;
+	}
+	struct wsfetch *fe = calloc(1, sizeof(*fe));
+	if (!fe)
+		return -ENOMEM;
+	common_cond_init(&fe->cond);
+
+	pthread_mutex_lock(&c->lock);
+	int rc = 0;
+	if (!f->path || !ws->url) {
+		rc = f->path ? -ENOTCONN : -ENOENT;
+	} else {
+		fe->path = strdup(f->path);
+		fe->url = strdup(ws->url);
+		if (!fe->path || !fe->url)
+			rc = -ENOMEM;
+	}
+	if (rc == 0) {
+		/* Room for what the listing announced, when it is known; it
+		 * is the file's size until the download ends. */
+		const char *name;
+		char *parent = ws_parent(f->path, &name);
+		struct wsentry *e =
+		    parent ? dir_find(dir_cached(ws, parent), name) : NULL;
+		if (e) {
+			fe->size_known = true;
+			fe->expect = e->size;
+			f->mtime = e->seen; /* the time the listing shows for it */
+		}
+		free(parent);
+		rc = cache_reserve(c, f, fe->expect);
+	}
+	if (rc == 0)
+		rc = file_ref(f); /* the download's own */
+	if (rc < 0) {
+		cache_account(f, 0);
+		pthread_mutex_unlock(&c->lock);
+		fetch_free(fe);
+		return rc;
+	}
+	cache_account(f, fe->expect);
+	c->fetch_expect += fe->expect; /* its room is taken: see room_measure (cache.c) */
+	f->present = false;
+	fe->wake_at = UINT64_MAX;
+	fe->f = f;
+	fe->epoch = ws->epoch;
+	fe->refs = 2;
+	__atomic_store_n(&f->fetch, fe, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&c->lock);
+	*out = fe;
+	return 0;
+}
+
+/* Called by the backend after each piece of the body is in the file. */
+static bool fetch_progress(void *ctx, uint64_t written)
+{
+	struct wsfetch *fe = ctx;
+	struct wscache *c = fe->f->ws->c;
+	if (written > fe->counted) { /* only this thread writes counted */
+		__atomic_add_fetch(&c->fetch_written, written - fe->counted,
+				   __ATOMIC_SEQ_CST);
+		fe->counted = written;
+	}
+	__atomic_store_n(&fe->avail, written, __ATOMIC_SEQ_CST);
+	/* A reader sets wake_at before it looks at avail again (seq_cst both
+	 * ways): either it sees the new avail, or this sees its wake_at. The
+	 * readers wake once their bytes are there, not at every piece. */
+	if (written >= __atomic_load_n(&fe->wake_at, __ATOMIC_SEQ_CST)) {
+		pthread_mutex_lock(&c->lock);
+		__atomic_store_n(&fe->wake_at, UINT64_MAX, __ATOMIC_SEQ_CST);
+		pthread_cond_broadcast(&fe->cond);
+		pthread_mutex_unlock(&c->lock);
+	}
+	/* Also called once a second while nothing arrives: an unmount
+	 * (the session ends before fetch_stop is set) stops a silent
+	 * download too. */
+	if (c->cfg.exited && c->cfg.exited(c->cfg.kernel_ctx))
+		return false;
+	return !__atomic_load_n(&c->fetch_stop, __ATOMIC_SEQ_CST);
+}
+
+int cache_fetch_run(struct wsfetch *fe)
+{
+	struct wsfile *f = fe->f;
+	struct workspace *ws = f->ws;
+	struct wscache *c = ws->c;
+	int fd = f->fd; /* stays open: the download holds a reference */
+	uint64_t got = 0;
+	struct backend_error err;
+	/* Bounded by the listed size (plus slack), when there is one. */
+	enum backend_status st =
+	    backend_file_get_progress(c->cfg.backend, fe->url, fe->path, fd,
+				      fe->size_known ? fe->expect : BACKEND_SIZE_UNKNOWN,
+				      fetch_progress, fe, &got, &err);
+	bool stopping = __atomic_load_n(&c->fetch_stop, __ATOMIC_SEQ_CST);
+	int rc = st == BACKEND_OK ? 0 : -ws_backend_errno(st);
+	if (rc < 0) {
+		if (st != BACKEND_NOT_FOUND && !stopping)
+			ws_log(ws, "download failed: %s", err.message);
+		/* Readers learn of the failure before the part written goes
+		 * (a read cut short by it then answers the error), and the
+		 * part goes before another download may start (f->fetch). */
+		pthread_mutex_lock(&c->lock);
+		fe->err = rc;
+		__atomic_store_n(&fe->done, true, __ATOMIC_SEQ_CST);
+		pthread_cond_broadcast(&fe->cond);
+		pthread_mutex_unlock(&c->lock);
+		if (ftruncate(fd, 0) < 0)
+			ws_log(ws, "cannot empty a cache file: %s", strerror(errno));
+		got = 0;
+	} else {
+		struct stat sb;
+		if (fstat(fd, &sb) == 0)
+			got = (uint64_t)sb.st_size;
+	}
+
+	char *resized = NULL;
+	pthread_mutex_lock(&c->lock);
+	cache_account(f, got);
+	/* What it wrote is on the disk now, or gone with a failure. */
+	c->fetch_expect -= fe->expect;
+	__atomic_sub_fetch(&c->fetch_written, fe->counted, __ATOMIC_SEQ_CST);
+	if (rc == 0 && got > fe->expect)
+		c->room -= (int64_t)(got - fe->expect); /* grew since the listing */
+	/* The listing is another one after a command: not for it. */
+	bool same = f->path && strcmp(f->path, fe->path) == 0 && fe->epoch == ws->epoch;
+	if (rc == 0) {
+		f->present = true;
+		f->remote_exists = true;
+		f->epoch = fe->epoch;
+		c->n.misses++;
+		c->n.fetched_bytes += got;
+		if (same)
+			dir_upsert(ws, fe->path, got, false, NULL);
+		/* The kernel was told the listing's size. */
+		if (same && fe->size_known && got != fe->expect)
+			resized = strdup(fe->path);
+	} else {
+		f->present = false;
+		if (st == BACKEND_NOT_FOUND && same)
+			dir_remove(ws, fe->path);
+	}
+	fe->err = rc;
+	__atomic_store_n(&fe->done, true, __ATOMIC_SEQ_CST);
+	pthread_cond_broadcast(&fe->cond);
+	__atomic_store_n(&f->fetch, NULL, __ATOMIC_SEQ_CST);
+	cache_fetch_put(fe);
+	file_unref(f);
+	cache_trim(c); /* read by nobody any more, it may be the first to go */
+	pthread_mutex_unlock(&c->lock);
+	if (resized && !stopping)
+		ws_kernel_invalidate(ws, resized);
+	free(resized);
+	return rc;
+}
+
+/* A thread running one download; c->lock guards the list and finished. */
+struct fetch_worker {
+	struct fetch_worker *next;
+	pthread_t tid;
+	struct wsfetch *fe;
+	bool finished; /* the download is over: the thread only exits now */
+};
+
+static void *fetch_thread(void *arg)
+{
+	struct fetch_worker *w = arg;
+	struct wscache *c = w->fe->f->ws->c;
+	cache_fetch_run(w->fe);
+	pthread_mutex_lock(&c->lock);
+	w->finished = true;
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+/* Takes the workers whose download is over (all, with every) off the
+ * list and joins them: a thread is gone, its exit handlers run, only
+ * once joined. c->lock not held. */
+static void fetch_workers_join(struct wscache *c, bool every)
+{
+	struct fetch_worker *done = NULL;
+	pthread_mutex_lock(&c->lock);
+	for (struct fetch_worker **p = &c->fetch_workers; *p;) {
+		struct fetch_worker *w = *p;
+		if (every || w->finished) {
+			*p = w->next;
+			w->next = done;
+			done = w;
+		} else {
+			p = &w->next;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	while (done) {
+		struct fetch_worker *w = done;
+		done = w->next;
+		pthread_join(w->tid, NULL);
+		free(w);
+	}
+}
+
+bool cache_fetch_spawn(struct wsfetch *fe)
+{
+	if (!fe->size_known || fe->expect < WS_STREAM_MIN)
+		return false;
+	struct wscache *c = fe->f->ws->c;
+	fetch_workers_join(c, false);
+	struct fetch_worker *w = calloc(1, sizeof(*w));
+	if (!w)
+		return false;
+	w->fe = fe;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	/* Listed as it starts, under the lock: a stop either comes before
+	 * (no thread, the caller runs the download, which stops at once) or
+	 * finds it in the list and joins it. */
+	pthread_mutex_lock(&c->lock);
+	int rc = EAGAIN;
+	if (!__atomic_load_n(&c->fetch_stop, __ATOMIC_SEQ_CST))
+		rc = pthread_create(&w->tid, NULL, fetch_thread, w);
+	if (rc == 0) {
+		w->next = c->fetch_workers;
+		c->fetch_workers = w;
+	}
+	pthread_mutex_unlock(&c->lock);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
+		free(w);
+		return false;
+	}
+	return true;
+}
+
+/* One slice of a wait on fe (c->lock held): true when the FUSE request
+ * was interrupted. */
+static bool interrupted_wait(struct wsfetch *fe, struct wscache *c)
+{
+	if (c->cfg.interrupted && c->cfg.interrupted(c->cfg.kernel_ctx))
+		return true;
+	struct timespec ts;
+	common_deadline_in(&ts, 100);
+	pthread_cond_timedwait(&fe->cond, &c->lock, &ts);
+	return false;
+}
+
+int cache_fetch_wait(struct wsfetch *fe, uint64_t end)
+{
+	if (__atomic_load_n(&fe->done, __ATOMIC_SEQ_CST))
+		return fe->err;
+	if (__atomic_load_n(&fe->avail, __ATOMIC_SEQ_CST) >= end)
+		return 0;
+	struct wscache *c = fe->f->ws->c;
+	int rc = 0;
+	pthread_mutex_lock(&c->lock);
+	/* No bound of its own: the backend ends a download that stalls
+	 * (stall_seconds) or cannot connect; an interrupt ends the wait. */
+	for (;;) {
+		if (__atomic_load_n(&fe->done, __ATOMIC_SEQ_CST))
+			break;
+		if (__atomic_load_n(&fe->wake_at, __ATOMIC_SEQ_CST) > end)
+			__atomic_store_n(&fe->wake_at, end, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&fe->avail, __ATOMIC_SEQ_CST) >= end)
+			break;
+		if (interrupted_wait(fe, c)) {
+			rc = -EINTR;
+			break;
+		}
+	}
+	if (rc == 0 && fe->done)
+		rc = fe->err;
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int cache_fetch_idle(struct wsfile *f)
+{
+	struct wscache *c = f->ws->c;
+	int rc = 0;
+	pthread_mutex_lock(&c->lock);
+	while (f->fetch && rc == 0) {
+		struct wsfetch *fe = f->fetch;
+		fe->refs++;
+		while (f->fetch == fe && rc == 0)
+			if (interrupted_wait(fe, c))
+				rc = -EINTR;
+		cache_fetch_put(fe);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int cache_fetch(struct wsfile *f)
+{
+	struct workspace *ws = f->ws;
+	struct wscache *c = ws->c;
+	int rc = cache_fetch_idle(f);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	file_expire_after_command(f); /* a download before it brought old bytes */
+	bool present = f->present;
+	pthread_mutex_unlock(&c->lock);
+	if (present)
+		return 0;
+	struct wsfetch *fe;
+	rc = cache_fetch_begin(f, &fe);
+	if (rc < 0)
+		return rc;
+	rc = cache_fetch_run(fe);
+	pthread_mutex_lock(&c->lock);
+	cache_fetch_put(fe);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+void cache_fetch_stop_all(struct wscache *c)
+{
+	__atomic_store_n(&c->fetch_stop, true, __ATOMIC_SEQ_CST);
+	/* Bounded by the backend: the next piece of body stops a download,
+	 * and one that stalls fails after stall_seconds. No new thread is
+	 * started once fetch_stop is set. */
+	fetch_workers_join(c, true);
+}
+
