@@ -66,8 +66,8 @@ int fs_ll_setup(bool debug);
 bool fs_ll_interrupted(void);
 /* Drops the kernel's attributes and pages of path, if it holds any. */
 void fs_ll_invalidate_path(struct fs_mount *m, const char *path);
-/* After a command: the kernel drops the names of every file it holds under
- * path and the attributes and listings of every directory there. */
+/* After a command: the kernel drops the attributes and pages of every node
+ * it holds under path (never a name: see nodes.c). */
 void fs_ll_invalidate_tree(struct fs_mount *m, const char *path);
 
 /* The kernel side as the model sees it (struct fs_kernel_ops). */

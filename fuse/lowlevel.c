@@ -211,6 +211,19 @@ static void ll_async_start(struct ll_async *a)
 	ll_async_main(a);
 }
 
+/* Runs a->run on a thread of its own when it may wait, else here. */
+static void ll_async_run(struct ll_async *a, bool may_wait)
+{
+	if (may_wait) {
+		ll_async_start(a);
+		return;
+	}
+	ll_current = a->req;
+	a->run(a);
+	ll_current = NULL;
+	ll_async_free(a);
+}
+
 static struct ll_async *ll_async_new(fuse_req_t req, void (*run)(struct ll_async *),
 				     fuse_ino_t ino, const char *name)
 {
@@ -244,14 +257,7 @@ static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		return;
 	}
 	a->mode = mode;
-	if (parent == FUSE_ROOT_ID) { /* a create: may take seconds */
-		ll_async_start(a);
-		return;
-	}
-	ll_current = req;
-	ll_do_mkdir(a);
-	ll_current = NULL;
-	ll_async_free(a);
+	ll_async_run(a, parent == FUSE_ROOT_ID); /* a create may take seconds */
 }
 
 /* unlink (mode 0) or rmdir (S_IFDIR). */
@@ -274,14 +280,7 @@ static void ll_remove(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		return;
 	}
 	a->mode = dir;
-	if (dir && parent == FUSE_ROOT_ID) { /* a delete: may take seconds */
-		ll_async_start(a);
-		return;
-	}
-	ll_current = req;
-	ll_do_remove(a);
-	ll_current = NULL;
-	ll_async_free(a);
+	ll_async_run(a, dir && parent == FUSE_ROOT_ID); /* a delete may take seconds */
 }
 
 static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)

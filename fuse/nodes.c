@@ -304,16 +304,12 @@ static struct ll_node *ll_walk(const char *path)
 	return n;
 }
 
-struct ll_inval {
-	fuse_ino_t parent, ino;
-	char *name; /* NULL: the inode's attributes and pages only */
-};
 
 void fs_ll_invalidate_tree(struct fs_mount *m, const char *path)
 {
 	if (!fs_session(m) || atomic_load(&m->stopping))
 		return;
-	struct ll_inval *v = NULL;
+	fuse_ino_t *v = NULL;
 	size_t n = 0, cap = 0;
 	bool oom = false;
 	pthread_mutex_lock(&ll.lock);
@@ -322,7 +318,7 @@ void fs_ll_invalidate_tree(struct fs_mount *m, const char *path)
 	for (struct ll_node *x = top; x && !oom;) {
 		if (n == cap) {
 			size_t nc = cap ? cap * 2 : 64;
-			struct ll_inval *nv = realloc(v, nc * sizeof(*nv));
+			fuse_ino_t *nv = realloc(v, nc * sizeof(*nv));
 			if (!nv) {
 				oom = true;
 				break;
@@ -330,15 +326,8 @@ void fs_ll_invalidate_tree(struct fs_mount *m, const char *path)
 			v = nv;
 			cap = nc;
 		}
-		bool dir = x->type == S_IFDIR;
-		v[n] = (struct ll_inval){.ino = x->ino};
-		if (!dir && x != top && x->parent) {
-			v[n].parent = x->parent->ino;
-			v[n].name = strdup(x->name);
-			oom = !v[n].name;
-		}
-		n += !oom;
-		if (dir && x->kids) {
+		v[n++] = x->ino;
+		if (x->type == S_IFDIR && x->kids) {
 			x = x->kids;
 			continue;
 		}
@@ -353,10 +342,8 @@ void fs_ll_invalidate_tree(struct fs_mount *m, const char *path)
 	 * notify never leaves it, the connection is never closed, and the
 	 * mount hangs for good. A name a command removed is found gone at
 	 * the next open (ESTALE: the kernel looks it up again). */
-	for (size_t i = 0; i < n; i++) {
-		fuse_lowlevel_notify_inval_inode(fs_session(m), v[i].ino, 0, 0);
-		free(v[i].name);
-	}
+	for (size_t i = 0; i < n; i++)
+		fuse_lowlevel_notify_inval_inode(fs_session(m), v[i], 0, 0);
 	free(v);
 	if (oom) /* the name cache may stay stale up to attr_timeout */
 		fs_log("after a command: out of memory telling the kernel what changed");

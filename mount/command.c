@@ -78,6 +78,16 @@ bool fs_should_stop_waiting(struct fs_mount *m)
 	return false;
 }
 
+int fs_wait_step(struct fs_mount *m, bool interruptible)
+{
+	if (interruptible && fs_should_stop_waiting(m))
+		return -EINTR;
+	struct timespec ts;
+	common_deadline_in(&ts, 50);
+	pthread_cond_timedwait(&m->cond, &m->lock, &ts);
+	return 0;
+}
+
 /* Stores one stream: inline when small, else a durable file under
  * STATE/outputs/ID/. */
 static int fs_output_store(struct fs_mount *m, const char *id, uint64_t seq,
@@ -585,7 +595,7 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	char *send = NULL;
 	bool upload_pending = refusal[0] != '\0';
 	if (!refusal[0] && !internal && url) {
-		int prc = fs_command_prepare(m, sb, url, seq, cmd, len, &send, refusal,
+		int prc = fs_command_prepare(m, sb, url, seq, cmd, &send, refusal,
 					     sizeof(refusal));
 		if (prc < 0 && !refusal[0])
 			snprintf(refusal, sizeof(refusal), "not sent: %s", strerror(-prc));
@@ -594,7 +604,7 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	 * it (stream.c; with -o stream=no only the listing). */
 	struct fs_stream *stream = NULL;
 	if (!refusal[0] && !internal && url) {
-		char *inner = send ? send : fs_sh_eval(cmd, len);
+		char *inner = send ? send : fs_sh_eval(cmd);
 		char *wrapped = NULL;
 		int src = inner ? fs_stream_new(m, sb, seq, url, inner, strlen(inner), &wrapped,
 						&stream)
@@ -676,15 +686,12 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 
 	pthread_mutex_lock(&m->lock);
 	while (!job->done) {
-		if (interruptible && fs_should_stop_waiting(m)) {
+		if (fs_wait_step(m, interruptible) < 0) {
 			pthread_mutex_unlock(&m->lock);
 			atomic_fetch_add(&m->n.interrupted_writes, 1);
 			fs_job_put(job);
 			return -EINTR;
 		}
-		struct timespec ts;
-		common_deadline_in(&ts, 50);
-		pthread_cond_timedwait(&m->cond, &m->lock, &ts);
 	}
 	rc = job->result;
 	pthread_mutex_unlock(&m->lock);
@@ -732,13 +739,10 @@ int fs_command_wait_idle(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq
 			atomic_fetch_add(&m->n.waits, 1);
 			counted = true;
 		}
-		if (fs_should_stop_waiting(m)) {
+		if (fs_wait_step(m, true) < 0) {
 			pthread_mutex_unlock(&m->lock);
 			return -EINTR;
 		}
-		struct timespec ts;
-		common_deadline_in(&ts, 50);
-		pthread_cond_timedwait(&m->cond, &m->lock, &ts);
 	}
 	pthread_mutex_unlock(&m->lock);
 	return 0;

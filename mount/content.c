@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 struct fs_run *fs_loc_run(const struct fs_loc *loc)
@@ -533,8 +534,12 @@ int fs_render_stdin(struct fs_mount *m, const struct fs_loc *loc, char **buf, si
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return errno == ENOENT ? fs_strbuf("", buf, len) : -errno;
-	char *b = malloc(FS_STDIN_MAX + 1);
-	size_t n = b ? fread(b, 1, FS_STDIN_MAX, f) : 0;
+	struct stat st;
+	size_t want = fstat(fileno(f), &st) == 0 && st.st_size < FS_STDIN_MAX
+			  ? (size_t)st.st_size
+			  : FS_STDIN_MAX;
+	char *b = malloc(want + 1);
+	size_t n = b ? fread(b, 1, want, f) : 0;
 	int err = b && ferror(f) ? -EIO : 0;
 	fclose(f);
 	if (!b)

@@ -412,14 +412,11 @@ int fs_sandbox_create(struct fs_mount *m, const char *id, const char *overlay)
 	}
 	pthread_mutex_lock(&m->lock);
 	while (!job->done) {
-		if (fs_should_stop_waiting(m)) {
+		if (fs_wait_step(m, true) < 0) {
 			pthread_mutex_unlock(&m->lock);
 			fs_create_job_put(job);
 			return -EINTR;
 		}
-		struct timespec ts;
-		common_deadline_in(&ts, 50);
-		pthread_cond_timedwait(&m->cond, &m->lock, &ts);
 	}
 	res = job->result;
 	pthread_mutex_unlock(&m->lock);

@@ -121,7 +121,7 @@ struct fs_kernel_ops {
 	bool (*exited)(struct fs_mount *m);
 	/* the attributes and pages of one path */
 	void (*invalidate_path)(struct fs_mount *m, const char *path);
-	/* the names of files and attributes of directories under path */
+	/* the attributes and pages of everything the kernel holds under path */
 	void (*invalidate_tree)(struct fs_mount *m, const char *path);
 };
 
@@ -308,6 +308,9 @@ int fs_worker_start(struct fs_mount *m, void *(*fn)(void *), void *arg);
 void fs_worker_exit(struct fs_mount *m);
 /* True when a FUSE operation's wait should end: interrupted, unmounting. */
 bool fs_should_stop_waiting(struct fs_mount *m);
+/* One step of a wait on m->cond (m->lock held): -EINTR when it should end
+ * (interruptible only), else 0 after a change or 50 ms. */
+int fs_wait_step(struct fs_mount *m, bool interruptible);
 /* The wscache exec callback. */
 int fs_command_exec_cb(void *ctx, const char *sandbox_id, const char *command,
 		       int *exit_code);
@@ -339,9 +342,9 @@ off_t fs_stdin_size(struct fs_mount *m, const struct fs_sandbox *sb);
  * evals the user's text. 0, or -errno with why set (the command must not
  * be sent). */
 /* "eval 'command'", quoted for sh; malloc'ed, NULL when out of memory. */
-char *fs_sh_eval(const char *command, size_t len);
+char *fs_sh_eval(const char *command);
 int fs_command_prepare(struct fs_mount *m, struct fs_sandbox *sb, const char *url,
-		       uint64_t seq, const char *command, size_t len, char **send,
+		       uint64_t seq, const char *command, char **send,
 		       char *why, size_t whylen);
 
 /* --- output while a command runs (stream.c) ------------------------------*/

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "common/files.h"
+#include "common/shquote.h"
 
 /* The workspace-root name a command's stdin is uploaded to; hidden from
  * listings (vfs/listing.c: the mount's own ".sandboxfs-" names). */
@@ -209,45 +210,27 @@ off_t fs_stdin_size(struct fs_mount *m, const struct fs_sandbox *sb)
 
 /* --- the wrapper ----------------------------------------------------------------*/
 
-char *fs_sh_eval(const char *command, size_t len)
+char *fs_sh_eval(const char *command)
 {
-	char *buf = NULL;
-	size_t blen = 0;
-	FILE *f = open_memstream(&buf, &blen);
-	if (!f)
-		return NULL;
-	fputs("eval ", f);
-	for (size_t i = 0; i < 1; i++) {
-		fputc('\'', f);
-		for (size_t k = 0; k < len; k++)
-			if (command[k] == '\'')
-				fputs("'\\''", f);
-			else
-				fputc(command[k], f);
-		fputc('\'', f);
-	}
-	if (fclose(f) != 0) {
-		free(buf);
-		return NULL;
-	}
-	return buf;
+	char *q = common_sh_quote(command), *s = NULL;
+	if (q && asprintf(&s, "eval %s", q) < 0)
+		s = NULL;
+	free(q);
+	return s;
 }
 
-/* Appends s single-quoted for sh to the stream. */
-static void fs_sh_quote(FILE *f, const char *s, size_t n)
+/* Appends s quoted for sh to f; false when out of memory. */
+static bool fs_put_quoted(FILE *f, const char *s)
 {
-	fputc('\'', f);
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] == '\'')
-			fputs("'\\''", f);
-		else
-			fputc(s[i], f);
-	}
-	fputc('\'', f);
+	char *q = common_sh_quote(s);
+	if (q)
+		fputs(q, f);
+	free(q);
+	return q != NULL;
 }
 
 int fs_command_prepare(struct fs_mount *m, struct fs_sandbox *sb, const char *url,
-		       uint64_t seq, const char *command, size_t len, char **send,
+		       uint64_t seq, const char *command, char **send,
 		       char *why, size_t whylen)
 {
 	*send = NULL;
@@ -300,25 +283,28 @@ int fs_command_prepare(struct fs_mount *m, struct fs_sandbox *sb, const char *ur
 	if (stdin_name[0])
 		fprintf(f, "exec 0<'./%s' && rm -f './%s' || exit 125\n", stdin_name,
 			stdin_name);
+	bool ok = true;
 	if (cwd) {
 		fputs("cd -- ", f);
-		fs_sh_quote(f, cwd, strlen(cwd));
+		ok &= fs_put_quoted(f, cwd);
 		fputs(" || exit 125\n", f);
 	}
 	for (const char *p = env; p && *p;) {
 		const char *nl = strchr(p, '\n');
 		size_t n = nl ? (size_t)(nl - p) : strlen(p);
+		char *line = strndup(p, n);
 		fputs("export ", f);
-		fs_sh_quote(f, p, n);
+		ok &= line && fs_put_quoted(f, line);
+		free(line);
 		fputc('\n', f);
 		p += n + (nl ? 1 : 0);
 	}
 	fputs("eval ", f);
-	fs_sh_quote(f, command, len);
+	ok &= fs_put_quoted(f, command);
 	fputc('\n', f);
 	free(env);
 	free(cwd);
-	if (fclose(f) != 0) {
+	if (fclose(f) != 0 || !ok) {
 		free(buf);
 		return -ENOMEM;
 	}

@@ -106,7 +106,7 @@ int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const
 	s->plain = !m->opt.stream_on;
 	char dir[4096];
 	snprintf(dir, sizeof(dir), "%s/spool", m->state_dir);
-	int rc = !s->id || !s->url ? -ENOMEM : s->plain ? 0 : common_mkdirs(dir, 0700);
+	int rc = !s->id || !s->url ? -ENOMEM : 0;
 	for (int i = 0; rc == 0 && !s->plain && i < 2; i++) {
 		int n = snprintf(s->s[i].path, sizeof(s->s[i].path), "%.3900s/%s.%" PRIu64 ".%s",
 				 dir, sb->id, seq, i ? "stderr" : "stdout");
@@ -114,7 +114,10 @@ int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const
 			rc = -ENAMETOOLONG;
 			break;
 		}
-		s->s[i].fd = open(s->s[i].path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		int flags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC;
+		s->s[i].fd = open(s->s[i].path, flags, 0600);
+		if (s->s[i].fd < 0 && errno == ENOENT && common_mkdirs(dir, 0700) == 0)
+			s->s[i].fd = open(s->s[i].path, flags, 0600); /* the first run */
 		if (s->s[i].fd < 0)
 			rc = -errno;
 	}
@@ -479,13 +482,10 @@ int fs_stream_read(struct fs_mount *m, const struct fs_loc *loc, char *buf, size
 			pthread_mutex_unlock(&m->lock);
 			return -EAGAIN;
 		}
-		if (fs_should_stop_waiting(m)) {
+		if (fs_wait_step(m, true) < 0) {
 			pthread_mutex_unlock(&m->lock);
 			return -EINTR;
 		}
-		struct timespec ts;
-		common_deadline_in(&ts, 50);
-		pthread_cond_timedwait(&m->cond, &m->lock, &ts);
 	}
 }
 

@@ -189,7 +189,7 @@ int workspace_before_command(struct workspace *ws, char *why, size_t whylen)
 			for (size_t k = i; k < n && rc == 0; k++) {
 				if (!batch[k] || (batch[k]->mode & 07777) != mode)
 					continue;
-				char *q = ws_shell_quote(batch[k]->path);
+				char *q = common_sh_quote(batch[k]->path);
 				if (!q) {
 					rc = -ENOMEM;
 					break;

@@ -271,7 +271,7 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 	if (rc < 0) {
 		/* nothing moved */
 	} else if (c->cfg.exec) {
-		char *qf = ws_shell_quote(from), *qt = ws_shell_quote(to), *cmd = NULL;
+		char *qf = common_sh_quote(from), *qt = common_sh_quote(to), *cmd = NULL;
 		if (qf && qt &&
 		    asprintf(&cmd, "%s%s%s mv -- %s %s", dst_exists ? "rmdir -- " : "",
 			     dst_exists ? qt : "", dst_exists ? " &&" : "", qf, qt) < 0)

@@ -86,28 +86,6 @@ char *ws_join(const char *a, const char *b)
 	return s;
 }
 
-char *ws_shell_quote(const char *s)
-{
-	size_t n = 3;
-	for (const char *p = s; *p; p++)
-		n += *p == '\'' ? 4 : 1;
-	char *q = malloc(n), *o = q;
-	if (!q)
-		return NULL;
-	*o++ = '\'';
-	for (; *s; s++) {
-		if (*s == '\'') {
-			memcpy(o, "'\\''", 4);
-			o += 4;
-		} else {
-			*o++ = *s;
-		}
-	}
-	*o++ = '\'';
-	*o = '\0';
-	return q;
-}
-
 bool ws_is_under(const char *path, const char *dir)
 {
 	size_t n = strlen(dir);

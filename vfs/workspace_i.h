@@ -18,6 +18,7 @@
 
 #include "common/clock.h"
 #include "common/htab.h"
+#include "common/shquote.h"
 #include "common/log.h"
 #include "workspace.h"
 
@@ -280,8 +281,6 @@ int ws_check(const struct workspace *ws, const char *rel);
 /* Splits rel into parent (malloc'ed) and name (points into rel). */
 char *ws_parent(const char *rel, const char **name);
 char *ws_join(const char *a, const char *b);
-/* s in single quotes for sh, malloc'ed; NULL when out of memory. */
-char *ws_shell_quote(const char *s);
 bool ws_is_under(const char *path, const char *dir); /* path inside dir/ */
 /* common_log, "workspace of ID: " first. */
 void ws_log(const struct workspace *ws, const char *fmt, ...)
