@@ -308,11 +308,11 @@ class Bench:
 
     # --- workloads ---------------------------------------------------------
 
-    def roundtrip_variants(self):
+    def ctl_loop(self, ctl):
+        """A measure: the median time of --commands `echo true > ctl`."""
         k = self.args.commands
-        ctl = self.sb / "ctl"
 
-        def sfs(rep):
+        def fn(rep):
             lat = []
             for _ in range(k):
                 t = now()
@@ -321,6 +321,11 @@ class Bench:
                 os.close(fd)
                 lat.append(now() - t)
             return statistics.median(lat)
+        return fn
+
+    def roundtrip_variants(self):
+        k = self.args.commands
+        sfs = self.ctl_loop(self.sb / "ctl")
 
         def direct(rep):
             us, _ = self.direct("exec", k, "true")
@@ -358,21 +363,17 @@ class Bench:
         self.row("one FUSE request (getxattr → ENODATA)", s, "ms", target_sshfs=False,
                  note="the floor under every per-file operation: the kernel-daemon round trip")
 
-    def w_large(self):
-        size = self.args.large_mib * MiB
-        log(f"2. large files ({self.args.large_mib} MiB)")
-        chunk = os.urandom(MiB)
-        src = self.tmp / "large.src"
-        with open(src, "wb") as f:
-            for _ in range(size // MiB):
-                f.write(chunk)
-
+    def transfer_fns(self, name, src, size, chunk):
+        """The four measures of a whole-file workload under name/: a timed
+        write of size bytes (its close is the upload) and read of a file
+        through a mount, and the direct client's PUT of src and GET (rates
+        in bytes/s)."""
         def write_file(path):
             t = now()
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             for _ in range(size // MiB):
                 os.write(fd, chunk)
-            os.close(fd)
+            os.close(fd)  # the upload: one PUT of the whole file
             return size / (now() - t)
 
         def read_file(path):
@@ -389,14 +390,28 @@ class Bench:
             return size / (now() - t)
 
         def direct_put(rep):
-            us, _ = self.direct("put", src, f"large/d{rep}")
+            us, _ = self.direct("put", src, f"{name}/d{rep}")
             return size / us[0]
 
         def direct_get(rep):
-            out = self.tmp / "large.get"
-            us, _ = self.direct("get", f"large/c{rep}", out)
+            out = self.tmp / f"{name}.get"
+            us, _ = self.direct("get", f"{name}/c{rep}", out)
             os.unlink(out)
             return size / us[0]
+
+        return write_file, read_file, direct_put, direct_get
+
+    def w_large(self):
+        size = self.args.large_mib * MiB
+        log(f"2. large files ({self.args.large_mib} MiB)")
+        chunk = os.urandom(MiB)
+        src = self.tmp / "large.src"
+        with open(src, "wb") as f:
+            for _ in range(size // MiB):
+                f.write(chunk)
+
+        write_file, read_file, direct_put, direct_get = self.transfer_fns("large", src,
+                                                                          size, chunk)
 
         (self.ws / "large").mkdir()
         if self.ssh:
@@ -462,36 +477,8 @@ class Bench:
             for _ in range(size // MiB):
                 f.write(chunk)
 
-        def write_file(path):
-            t = now()
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            for _ in range(size // MiB):
-                os.write(fd, chunk)
-            os.close(fd)  # the upload: one PUT of the whole file
-            return size / (now() - t)
-
-        def read_file(path):
-            t = now()
-            fd = os.open(path, os.O_RDONLY)
-            n = 0
-            while True:
-                b = os.read(fd, MiB)
-                if not b:
-                    break
-                n += len(b)
-            os.close(fd)
-            assert n == size, (path, n)
-            return size / (now() - t)
-
-        def direct_put(rep):
-            us, _ = self.direct("put", src, f"huge/d{rep}")
-            return size / us[0]
-
-        def direct_get(rep):
-            out = self.tmp / "huge.get"
-            us, _ = self.direct("get", f"huge/c{rep}", out)
-            os.unlink(out)
-            return size / us[0]
+        write_file, read_file, direct_put, direct_get = self.transfer_fns("huge", src,
+                                                                          size, chunk)
 
         (self.ws / "huge").mkdir()
         if self.ssh:
@@ -994,21 +981,8 @@ class Bench:
                             opts=["stream=no"])
         plain.start()
         try:
-            k = self.args.commands
-
-            def loop(ctl):
-                def fn(rep):
-                    lat = []
-                    for _ in range(k):
-                        t = now()
-                        fd = os.open(ctl, os.O_WRONLY)
-                        os.write(fd, b"true\n")
-                        os.close(fd)
-                        lat.append(now() - t)
-                    return statistics.median(lat)
-                return fn
-            s = self.measure([("sandboxfs", loop(self.sb / "ctl")),
-                              ("direct", loop(plain.mnt / "bench" / "ctl"))])
+            s = self.measure([("sandboxfs", self.ctl_loop(self.sb / "ctl")),
+                              ("direct", self.ctl_loop(plain.mnt / "bench" / "ctl"))])
             self.row("`echo true > ctl`, streaming on vs off", s, "ms", target_sshfs=False,
                      note="direct column: the same through a mount with -o stream=no "
                           "(the plain /execute); the ratio is what streaming adds")

@@ -311,14 +311,8 @@ def test_kill9_after_an_upload_of_a_file_still_written(mounts, upload):
 def small_fs(tmp_path):
     if os.getuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
-    d = tmp_path / "small"
-    d.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m,mode=0700", "tmpfs", str(d)],
-                   check=True, timeout=30)
-    try:
+    with mount.small_tmpfs(tmp_path, "3m") as d:
         yield d
-    finally:
-        subprocess.run(["umount", "-l", str(d)], timeout=30)
 
 
 def fill(path):

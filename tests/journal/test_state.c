@@ -299,6 +299,21 @@ static void test_state_records(void)
 /* Whose sandbox is whose (DESIGN.md §4): a sandbox first heard of from the
  * orchestrator's listing is foreign; a reconcile of our own lost create
  * stays ours; the create spec and request bound survive compaction. */
+/* The state the records compaction writes for st replay into (initialized
+ * here; the caller clears it). */
+static void replay_compacted(const struct journal_state *from, struct journal_state *to)
+{
+	struct journal_record *recs;
+	size_t n;
+	journal_state_init(to, 0);
+	CHECK_EQ(journal_state_records(from, &recs, &n), 0);
+	for (size_t i = 0; i < n; i++) {
+		journal_state_apply(to, &recs[i]);
+		journal_record_clear(&recs[i]);
+	}
+	free(recs);
+}
+
 static void test_ownership(void)
 {
 	journal_state_init(&st, 0);
@@ -333,16 +348,8 @@ static void test_ownership(void)
 	CHECK(a && !a->owned && !a->foreign);
 
 	/* Compaction keeps all of it. */
-	struct journal_record *recs;
-	size_t n;
-	CHECK_EQ(journal_state_records(&st, &recs, &n), 0);
 	struct journal_state again;
-	journal_state_init(&again, 0);
-	for (size_t i = 0; i < n; i++) {
-		journal_state_apply(&again, &recs[i]);
-		journal_record_clear(&recs[i]);
-	}
-	free(recs);
+	replay_compacted(&st, &again);
 	CHECK(journal_state_equal(&st, &again));
 	struct journal_sandbox *t2 = journal_state_find(&again, "theirs");
 	CHECK(t2 && t2->foreign && !t2->owned);
@@ -380,16 +387,8 @@ static void test_env_cwd(void)
 	free(buf);
 
 	/* Compaction keeps both. */
-	struct journal_record *recs;
-	size_t n;
-	CHECK_EQ(journal_state_records(&st, &recs, &n), 0);
 	struct journal_state again;
-	journal_state_init(&again, 0);
-	for (size_t i = 0; i < n; i++) {
-		journal_state_apply(&again, &recs[i]);
-		journal_record_clear(&recs[i]);
-	}
-	free(recs);
+	replay_compacted(&st, &again);
 	CHECK(journal_state_equal(&st, &again));
 	journal_state_clear(&again);
 

@@ -254,3 +254,18 @@ def sh(script, shell="bash", timeout=30, cwd=None, check=False):
 def read(path):
     with open(path) as f:
         return f.read()
+
+
+@contextlib.contextmanager
+def small_tmpfs(parent, size):
+    """A tmpfs of the given size (as mount's size=, "3m") at parent/small,
+    mode 0700, lazily unmounted after (a full file system under the state
+    directory). Needs root."""
+    d = parent / "small"
+    d.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(d)],
+                   check=True, timeout=30)
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", "-l", str(d)], timeout=30)

@@ -187,14 +187,8 @@ def test_a_large_file_is_read_while_it_downloads(small, tmp_path):
 def small_fs(tmp_path):
     if os.getuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
-    d = tmp_path / "small"
-    d.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200m,mode=0700", "tmpfs", str(d)],
-                   check=True, timeout=30)
-    try:
+    with mount.small_tmpfs(tmp_path, "200m") as d:
         yield d
-    finally:
-        subprocess.run(["umount", "-l", str(d)], timeout=30)
 
 
 def free_bytes(path):
