@@ -54,6 +54,8 @@ bool fs_ws_exited(void *ctx);
 extern const struct fuse_operations fs_ops;
 /* At the kernel's INIT: starts what runs beside the requests. */
 void fs_ops_start(struct fs_mount *m, struct fuse_conn_info *conn);
+/* Whether an open of path with flags may wait for a command's output. */
+bool fs_ops_open_may_wait(const char *path, int flags);
 /* Whether a read (or write) of the open file fh may wait for a command. */
 bool fs_ops_may_wait(uint64_t fh, bool write);
 

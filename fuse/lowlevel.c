@@ -529,18 +529,29 @@ static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 
 /* --- files ---------------------------------------------------------------------*/
 
+/* a->name is the path, or NULL with a->mode the errno of finding it */
+static void ll_do_open(struct ll_async *a)
+{
+	int rc = a->name ? fs_ops.open(a->name, &a->fi) : -(int)a->mode;
+	if (rc < 0)
+		fuse_reply_err(a->req, -rc);
+	else if (fuse_reply_open(a->req, &a->fi) == -ENOENT)
+		fs_ops.release(NULL, &a->fi); /* the caller was interrupted */
+}
+
 static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct ll_async *a = ll_async_new(req, ll_do_open, ino, NULL);
+	if (!a) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
 	int err = 0;
-	char *path = ll_path(ino, NULL, &err);
-	ll_current = req;
-	int rc = path ? fs_ops.open(path, fi) : -err;
-	ll_current = NULL;
-	free(path);
-	if (rc < 0)
-		fuse_reply_err(req, -rc);
-	else if (fuse_reply_open(req, fi) == -ENOENT)
-		fs_ops.release(NULL, fi); /* the caller was interrupted */
+	a->name = ll_path(ino, NULL, &err);
+	a->mode = (mode_t)err;
+	a->fi = *fi;
+	/* the open of a running command's output may wait for its first byte */
+	ll_async_run(a, a->name && fs_ops_open_may_wait(a->name, fi->flags));
 }
 
 static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -697,59 +708,6 @@ static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
 		fuse_reply_err(req, -rc);
 	else
 		fuse_reply_statfs(req, &st);
-}
-
-/* --- extended attributes --------------------------------------------------------*/
-
-static void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
-{
-	int err = 0;
-	char *path = ll_path(ino, NULL, &err);
-	char *buf = size ? malloc(size) : NULL;
-	int rc = !path ? -err : size && !buf ? -ENOMEM : fs_ops.getxattr(path, name, buf, size);
-	free(path);
-	if (rc < 0)
-		fuse_reply_err(req, -rc);
-	else if (size == 0)
-		fuse_reply_xattr(req, (size_t)rc);
-	else
-		fuse_reply_buf(req, buf, (size_t)rc);
-	free(buf);
-}
-
-static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
-{
-	int err = 0;
-	char *path = ll_path(ino, NULL, &err);
-	char *buf = size ? malloc(size) : NULL;
-	int rc = !path ? -err : size && !buf ? -ENOMEM : fs_ops.listxattr(path, buf, size);
-	free(path);
-	if (rc < 0)
-		fuse_reply_err(req, -rc);
-	else if (size == 0)
-		fuse_reply_xattr(req, (size_t)rc);
-	else
-		fuse_reply_buf(req, buf, (size_t)rc);
-	free(buf);
-}
-
-static void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
-			size_t size, int flags)
-{
-	int err = 0;
-	char *path = ll_path(ino, NULL, &err);
-	int rc = path ? fs_ops.setxattr(path, name, value, size, flags) : -err;
-	free(path);
-	fuse_reply_err(req, rc < 0 ? -rc : 0);
-}
-
-static void ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
-{
-	int err = 0;
-	char *path = ll_path(ino, NULL, &err);
-	int rc = path ? fs_ops.removexattr(path, name) : -err;
-	free(path);
-	fuse_reply_err(req, rc < 0 ? -rc : 0);
 }
 
 const struct fuse_lowlevel_ops fs_ll_ops = {

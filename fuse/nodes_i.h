@@ -1,7 +1,7 @@
 /*
  * nodes_i.h — private to fuse/: the node table between the kernel's inode
  * numbers and the model's paths (nodes.c), used by the low-level adapter
- * (lowlevel.c).
+ * (lowlevel.c), and the adapter's extended attributes (xattr.c).
  *
  * A node stands for one name the kernel was given (lookup, create, mkdir,
  * readdirplus) and counts the lookups the kernel holds; it is freed when
@@ -30,5 +30,12 @@ void ll_moved(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 /* parent/name was removed; its node keeps its number while the kernel
  * holds it. */
 void ll_removed(fuse_ino_t parent, const char *name);
+
+/* --- extended attributes (xattr.c), in fs_ll_ops -----------------------------*/
+void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
+void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+		 size_t size, int flags);
+void ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 
 #endif

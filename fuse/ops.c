@@ -222,6 +222,11 @@ static int fs_open(const char *path, struct fuse_file_info *fi)
 		return -EISDIR;
 	if ((fi->flags & O_ACCMODE) != O_RDONLY && !fs_file_writable(&loc))
 		return -EACCES;
+	if (!(fi->flags & O_NONBLOCK)) {
+		rc = fs_stream_open_wait(m, &loc, true);
+		if (rc < 0)
+			return rc;
+	}
 	if (loc.node == FS_N_SBFILE && loc.file == FS_F_CTL &&
 	    (fi->flags & O_ACCMODE) != O_RDONLY) {
 		/* The kernel holds the inode lock of ctl for the whole of a
@@ -676,6 +681,16 @@ void fs_ops_start(struct fs_mount *m, struct fuse_conn_info *conn)
 	int krc = fs_keepalive_start(m);
 	if (krc < 0)
 		fs_log("keepalive: cannot start its thread: %s", strerror(-krc));
+}
+
+bool fs_ops_open_may_wait(const char *path, int flags)
+{
+	struct fs_mount *m = fs_m();
+	struct fs_loc loc;
+	if ((flags & O_NONBLOCK) || (flags & O_ACCMODE) != O_RDONLY ||
+	    fs_resolve(m, path, &loc) < 0 || loc.node == FS_N_WS)
+		return false;
+	return fs_stream_open_wait(m, &loc, false) == 1;
 }
 
 bool fs_ops_may_wait(uint64_t fh, bool write)

@@ -117,6 +117,13 @@ int fs_file_truncate(struct fs_mount *m, const struct fs_loc *loc, off_t size);
  * read at the end waits for more or for the end of the run. */
 int fs_stream_read(struct fs_mount *m, const struct fs_loc *loc, char *buf, size_t size,
 		   off_t off, bool nonblock);
+/* An open of stdout or stderr (loc) for reading while its run streams and
+ * has written nothing there yet waits for the first byte or the end of the
+ * run, as the open of a FIFO waits for a writer: a reader that sees size 0
+ * reads to the end first (GNU tail's -f), and a streamed file has no end
+ * until the run's. With wait false, only says whether it would wait (1)
+ * or not (0); else 0 once it need not, or -EINTR. */
+int fs_stream_open_wait(struct fs_mount *m, const struct fs_loc *loc, bool wait);
 /* The run a file speaks of (m->lock held): the latest, or runs/SEQ. */
 struct fs_run *fs_loc_run(const struct fs_loc *loc);
 

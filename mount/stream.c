@@ -489,6 +489,34 @@ int fs_stream_read(struct fs_mount *m, const struct fs_loc *loc, char *buf, size
 	}
 }
 
+int fs_stream_open_wait(struct fs_mount *m, const struct fs_loc *loc, bool wait)
+{
+	if ((loc->file != FS_F_STDOUT && loc->file != FS_F_STDERR) ||
+	    (loc->node != FS_N_SBFILE && loc->node != FS_N_RUNFILE))
+		return 0;
+	int which = loc->file == FS_F_STDERR;
+	int rc = 0;
+	pthread_mutex_lock(&m->lock);
+	for (;;) {
+		struct fs_run *r = fs_loc_run(loc);
+		if (!r || r->status != FS_RUN_RUNNING || !r->stream)
+			break;
+		fs_stream_want(r->stream);
+		if (r->stream->s[which].have > 0)
+			break;
+		if (!wait) {
+			rc = 1;
+			break;
+		}
+		if (fs_wait_step(m, true) < 0) {
+			rc = -EINTR;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
 off_t fs_stream_size(struct fs_mount *m, const struct fs_run *r, int which)
 {
 	(void)m;

@@ -172,3 +172,50 @@ def test_timeout_and_signals_keep_their_meaning(sandbox, orch):
     sh(f"echo 'echo x; kill -TERM $$' > {d}/ctl", check=True)
     assert mount.read(d / "stdout") == "x\n"
     assert mount.read(d / "exit") == "143\n"
+
+
+def test_tail_f_started_before_the_first_byte(sandbox, orch):
+    d = sandbox
+    w = start(d, "sleep 1.5; for i in $(seq 1 20); do echo tick $i; sleep 0.3; done")
+    try:
+        assert sbx.wait_for(lambda: mount.read(d / "status") == "running\n", timeout=10)
+        assert os.stat(d / "stdout").st_size == 0
+        # a real tail -f opened while the output is still empty follows it
+        lines = tail_f_on_a_terminal(d / "stdout", 4).splitlines()
+        assert w.poll() is None, "the command had already ended"
+        assert len(lines) >= 3, lines
+        assert lines == [f"tick {i}" for i in range(1, len(lines) + 1)]
+    finally:
+        assert w.wait(20) == 0
+
+
+def test_an_open_before_the_first_byte_waits_unless_nonblock(sandbox, orch):
+    d = sandbox
+    w = start(d, "sleep 2; echo late")
+    try:
+        assert sbx.wait_for(lambda: mount.read(d / "status") == "running\n", timeout=10)
+        # O_NONBLOCK: the open returns at once, and a read says EAGAIN
+        t0 = time.monotonic()
+        fd = os.open(d / "stdout", os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            assert time.monotonic() - t0 < 1
+            with pytest.raises(OSError) as e:
+                os.read(fd, 10)
+            assert e.value.errno == errno.EAGAIN
+        finally:
+            os.close(fd)
+        # a blocking open waits like a FIFO's, and a signal ends the wait
+        p = subprocess.run(["timeout", "-s", "INT", "0.5", "cat", str(d / "stdout")],
+                           capture_output=True)
+        assert p.returncode == 124 and p.stdout == b""
+        assert w.poll() is None, "the command had already ended"
+        # the open returns with the first byte, and the run is unharmed
+        fd = os.open(d / "stdout", os.O_RDONLY)
+        try:
+            assert os.fstat(fd).st_size == 5
+            assert os.read(fd, 100) == b"late\n"
+        finally:
+            os.close(fd)
+    finally:
+        assert w.wait(20) == 0
+    assert mount.read(d / "exit") == "0\n"
