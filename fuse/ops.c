@@ -612,6 +612,13 @@ static bool fs_xattr_next(const char *buf, size_t len, size_t *i, const char **k
 
 static int fs_getxattr(const char *path, const char *name, char *value, size_t size)
 {
+	/* The mount has user.* attributes only. Security labels and POSIX
+	 * ACLs are not supported, which is what ENOTSUP says (ENODATA would
+	 * say "supported, none here"): ls -l and cp then stop asking on this
+	 * device after the first name instead of sending two requests per
+	 * entry (coreutils remembers a device that answers ENOTSUP). */
+	if (strncmp(name, "user.", 5) != 0)
+		return -ENOTSUP;
 	char *buf;
 	size_t len;
 	int rc = fs_path_xattrs(path, &buf, &len);
