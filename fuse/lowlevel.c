@@ -114,6 +114,12 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	memset(&st, 0, sizeof(st));
 	int rc = path || fi ? fs_ops.getattr(path, &st, fi) : -err;
 	free(path);
+	/* A command turned the name into another type: the inode the kernel
+	 * holds is gone (a lookup gives the name a new one); the new type
+	 * would make the kernel call it bad (EIO) instead. */
+	mode_t type = ll_type(ino);
+	if (rc == 0 && type && type != (st.st_mode & S_IFMT))
+		rc = -ESTALE;
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return;

@@ -6,8 +6,11 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <linux/fuse.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/htab.h"
 
@@ -63,6 +66,15 @@ static struct ll_node *ll_node_of(fuse_ino_t ino)
 	snprintf(key, sizeof(key), "%" PRIx64, (uint64_t)ino);
 	struct hlink *l = htab_find(&ll.by_ino, key);
 	return l ? htab_entry(l, struct ll_node, by_ino) : NULL;
+}
+
+mode_t ll_type(fuse_ino_t ino)
+{
+	pthread_mutex_lock(&ll.lock);
+	struct ll_node *n = ll_node_of(ino);
+	mode_t type = n ? n->type : 0;
+	pthread_mutex_unlock(&ll.lock);
+	return type;
 }
 
 static char *ll_name_key(fuse_ino_t parent, const char *name)
@@ -305,6 +317,33 @@ static struct ll_node *ll_walk(const char *path)
 }
 
 
+/* FUSE_NOTIFY_INC_EPOCH (protocol 7.44, Linux 6.16): every name the kernel
+ * caches is looked up again before its next use. Unlike notify_inval_entry
+ * it takes no lock in the kernel, so it cannot hang a daemon killed while
+ * it is sent. libfuse 3.14 has no call for it: the header is written
+ * as libfuse writes its own notifications. */
+#ifndef FUSE_NOTIFY_INC_EPOCH
+#define FUSE_NOTIFY_INC_EPOCH 8
+#endif
+static atomic_int ll_epoch_works = 1; /* 0 once the kernel refused it */
+
+static void ll_notify_epoch(struct fs_mount *m)
+{
+	if (!atomic_load(&ll_epoch_works))
+		return;
+	struct fuse_out_header h = {.len = sizeof(h), .error = FUSE_NOTIFY_INC_EPOCH};
+	ssize_t w = write(fuse_session_fd(fs_session(m)), &h, sizeof(h));
+	if (w == (ssize_t)sizeof(h)) {
+		atomic_fetch_add(&m->n.kernel_epochs, 1);
+	} else if (w < 0 && errno == EINVAL) {
+		/* an older kernel: a name a command removed is found gone at
+		 * its next open instead (ESTALE, fs_open) */
+		atomic_store(&ll_epoch_works, 0);
+		fs_log("the kernel has no name-cache epoch (Linux < 6.16): names a "
+		       "command removed are found at their next open");
+	}
+}
+
 void fs_ll_invalidate_tree(struct fs_mount *m, const char *path)
 {
 	if (!fs_session(m) || atomic_load(&m->stopping))
@@ -336,15 +375,15 @@ void fs_ll_invalidate_tree(struct fs_mount *m, const char *path)
 		x = x && x != top ? x->next_kid : NULL;
 	}
 	pthread_mutex_unlock(&ll.lock);
-	/* Attributes and pages of each, never a name: notify_inval_entry
-	 * takes the directory's lock in the kernel, and a request that holds
-	 * it waits for this daemon; killed then (kill -9), the thread in the
-	 * notify never leaves it, the connection is never closed, and the
-	 * mount hangs for good. A name a command removed is found gone at
-	 * the next open (ESTALE: the kernel looks it up again). */
+	/* Attributes and pages of each, then a new epoch for the names;
+	 * never notify_inval_entry: it takes the directory's lock in the
+	 * kernel, and a request that holds it waits for this daemon; killed
+	 * then (kill -9), the thread in the notify never leaves it, the
+	 * connection is never closed, and the mount hangs for good. */
 	for (size_t i = 0; i < n; i++)
 		fuse_lowlevel_notify_inval_inode(fs_session(m), v[i], 0, 0);
 	free(v);
+	ll_notify_epoch(m);
 	if (oom) /* the name cache may stay stale up to attr_timeout */
 		fs_log("after a command: out of memory telling the kernel what changed");
 }

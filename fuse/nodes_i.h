@@ -18,6 +18,8 @@
 /* The node for parent/name with type st_mode, one more lookup counted.
  * Returns its number, or 0 (out of memory, or parent unknown). */
 fuse_ino_t ll_remember(fuse_ino_t parent, const char *name, mode_t st_mode);
+/* The type (S_IFMT) the kernel was given for ino; 0 when unknown. */
+mode_t ll_type(fuse_ino_t ino);
 /* The kernel forgot nlookup lookups of ino. */
 void ll_forget_one(fuse_ino_t ino, uint64_t nlookup);
 /* The model's path of ino ("/" for the root), with "/child" appended when

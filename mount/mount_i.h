@@ -109,7 +109,8 @@ struct fs_counters {
 	atomic_uint_fast64_t commands, commands_exited, commands_unknown, commands_failed,
 	    busy_refused, efbig_refused, interrupted_writes, waits, creates,
 	    create_failures, deletes, delete_failures, attaches, detaches, list_refreshes,
-	    list_errors, ctl_writes, keepalives, keepalive_errors;
+	    list_errors, ctl_writes, keepalives, keepalive_errors,
+	    kernel_epochs; /* name-cache epochs sent to the kernel after commands */
 };
 
 struct fs_mount;

@@ -211,8 +211,10 @@ int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st, ui
 	/* A command turned a file the kernel holds into a directory (or the
 	 * reverse): the kernel would call its inode bad and answer EIO.
 	 * ESTALE makes it look the path up again (once: the type is now
-	 * recorded as shown), and the new lookup makes a new inode. */
-	if (rc == 0 && a.type_changed)
+	 * recorded as shown), and the new lookup makes a new inode. A mount
+	 * that knows what the kernel holds (kernel_told_by_mount) checks
+	 * types itself and gives a looked-up name of a new type a new inode. */
+	if (rc == 0 && a.type_changed && !c->cfg.kernel_told_by_mount)
 		return -ESTALE;
 	return rc;
 }
