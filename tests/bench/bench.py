@@ -1081,6 +1081,86 @@ class Bench:
                  rss=self.hwm_mib())
 
 
+    def w_tools(self):
+        log("6. git and rsync over a header tree (git status, git clone, rsync -a)")
+        # /usr/include of this machine (about 8,000 files): its regular files,
+        # as a tarball; its few symlinks are left out so the three sides hold
+        # the same tree
+        inc = Path("/usr/include")
+        tarball = self.tmp / "include.tar"
+        with tarfile.open(tarball, "w") as tf:
+            tf.add(inc, arcname="include",
+                   filter=lambda ti: None if ti.issym() or ti.islnk() else ti)
+        with tarfile.open(tarball) as tf:
+            names = sorted(m.name for m in tf.getmembers() if m.isfile())
+        nfiles = len(names)
+        roots = {"sandboxfs": self.mws, "local disk": self.local}
+        disks = {"sandboxfs": self.ws, "local disk": self.local}
+        if self.ssh:
+            roots["sshfs"] = self.smnt
+            disks["sshfs"] = self.sroot
+        genv = dict(os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@example.org",
+                    GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@example.org",
+                    GIT_CONFIG_NOSYSTEM="1", HOME=str(self.tmp))
+
+        # git status in the whole tree, committed on each side's own disk
+        for k, disk in disks.items():
+            repo = disk / "increpo"
+            repo.mkdir()
+            sh(["tar", "-xf", str(tarball), "-C", str(repo)])
+            sh(["git", "init", "-q"], cwd=repo, env=genv)
+            sh(["git", "config", "core.fileMode", "false"], cwd=repo, env=genv)
+            sh(["git", "add", "-A"], cwd=repo, env=genv)
+            sh(["git", "commit", "-q", "-m", "tree"], cwd=repo, env=genv)
+        self.ctl()
+        for k, root in roots.items():  # the index was written on another disk
+            out = sh(["git", "status", "--porcelain"], cwd=root / "increpo", env=genv)
+            assert out.strip() == "", out[:500]
+
+        def status(name):
+            def fn(rep):
+                return timed_sh(["git", "status", "--porcelain"], cwd=roots[name] / "increpo",
+                                env=genv)
+            return fn
+
+        self.hwm_reset()
+        s = self.measure([(k, status(k)) for k in roots])
+        self.row(f"git status ({nfiles} files of /usr/include)", s, "s", rss=self.hwm_mib())
+
+        # a 2,000-file repository on the local disk, cloned into each side
+        src = self.tmp / "src2000"
+        src.mkdir()
+        with tarfile.open(tarball) as tf:
+            keep = set(names[:2000])
+            tf.extractall(src, members=[m for m in tf.getmembers()
+                                        if m.name in keep or m.isdir()])
+        sh(["git", "init", "-q"], cwd=src, env=genv)
+        sh(["git", "add", "-A"], cwd=src, env=genv)
+        sh(["git", "commit", "-q", "-m", "tree"], cwd=src, env=genv)
+        nsrc = int(sh(["git", "ls-files", "-z"], cwd=src, env=genv).count("\0"))
+
+        def clone(name):
+            def fn(rep):
+                return timed_sh(["git", "clone", "-q", "--no-hardlinks", f"file://{src}",
+                                 str(roots[name] / f"clone{rep}")], env=genv)
+            return fn
+
+        self.hwm_reset()
+        s = self.measure([(k, clone(k)) for k in roots])
+        self.row(f"git clone of a {nsrc}-file repository", s, "s", rss=self.hwm_mib())
+
+        def rsync(name):
+            def fn(rep):
+                return timed_sh(["rsync", "-a", f"{src}/include/",
+                                 str(roots[name] / f"rsync{rep}")])
+            return fn
+
+        self.hwm_reset()
+        s = self.measure([(k, rsync(k)) for k in roots])
+        self.row(f"rsync -a of the same tree ({nsrc} files)", s, "s", rss=self.hwm_mib(),
+                 note="into an empty directory each time")
+
+
 MAKEFILE = """\
 SRCS := $(sort $(wildcard *.c))
 OBJS := $(SRCS:.c=.o)
@@ -1202,7 +1282,7 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--only", action="append",
                     choices=["roundtrip", "large", "huge", "small", "metadata", "real",
-                             "stream", "scale", "memory"])
+                             "tools", "stream", "scale", "memory"])
     ap.add_argument("--quick", action="store_true",
                     help="small sizes, 3 repetitions (a smoke run, not for the table)")
     ap.add_argument("--no-sshfs", action="store_true")
@@ -1251,8 +1331,8 @@ def main():
     t0 = time.monotonic()
     try:
         b.start()
-        for name in ("roundtrip", "large", "huge", "small", "metadata", "real", "stream",
-                     "scale", "memory"):
+        for name in ("roundtrip", "large", "huge", "small", "metadata", "real", "tools",
+                     "stream", "scale", "memory"):
             if not args.only or name in args.only:
                 try:
                     getattr(b, "w_" + name)()
