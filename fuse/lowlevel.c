@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <fuse_lowlevel.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,6 +319,19 @@ static void ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 	ll_current = NULL;
 	free(path);
 	ll_reply_entry(req, parent, name, rc);
+}
+
+static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	int err = 0;
+	char *path = ll_path(ino, NULL, &err);
+	char buf[PATH_MAX + 1];
+	int rc = path ? fs_ops.readlink(path, buf, sizeof(buf)) : -err;
+	free(path);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_readlink(req, buf);
 }
 
 static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
@@ -699,59 +713,6 @@ static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
 		fuse_reply_statfs(req, &st);
 }
 
-/* --- extended attributes --------------------------------------------------------*/
-
-static void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
-{
-	int err = 0;
-	char *path = ll_path(ino, NULL, &err);
-	char *buf = size ? malloc(size) : NULL;
-	int rc = !path ? -err : size && !buf ? -ENOMEM : fs_ops.getxattr(path, name, buf, size);
-	free(path);
-	if (rc < 0)
-		fuse_reply_err(req, -rc);
-	else if (size == 0)
-		fuse_reply_xattr(req, (size_t)rc);
-	else
-		fuse_reply_buf(req, buf, (size_t)rc);
-	free(buf);
-}
-
-static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
-{
-	int err = 0;
-	char *path = ll_path(ino, NULL, &err);
-	char *buf = size ? malloc(size) : NULL;
-	int rc = !path ? -err : size && !buf ? -ENOMEM : fs_ops.listxattr(path, buf, size);
-	free(path);
-	if (rc < 0)
-		fuse_reply_err(req, -rc);
-	else if (size == 0)
-		fuse_reply_xattr(req, (size_t)rc);
-	else
-		fuse_reply_buf(req, buf, (size_t)rc);
-	free(buf);
-}
-
-static void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
-			size_t size, int flags)
-{
-	int err = 0;
-	char *path = ll_path(ino, NULL, &err);
-	int rc = path ? fs_ops.setxattr(path, name, value, size, flags) : -err;
-	free(path);
-	fuse_reply_err(req, rc < 0 ? -rc : 0);
-}
-
-static void ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
-{
-	int err = 0;
-	char *path = ll_path(ino, NULL, &err);
-	int rc = path ? fs_ops.removexattr(path, name) : -err;
-	free(path);
-	fuse_reply_err(req, rc < 0 ? -rc : 0);
-}
-
 const struct fuse_lowlevel_ops fs_ll_ops = {
     .init = ll_init,
     .lookup = ll_lookup,
@@ -764,6 +725,7 @@ const struct fuse_lowlevel_ops fs_ll_ops = {
     .unlink = ll_unlink,
     .rmdir = ll_rmdir,
     .symlink = ll_symlink,
+    .readlink = ll_readlink,
     .rename = ll_rename,
     .link = ll_link,
     .open = ll_open,
