@@ -72,6 +72,13 @@ void fs_ll_invalidate_path(struct fs_mount *m, const char *path);
  * it holds under path (never a name: see nodes.c). */
 void fs_ll_invalidate_tree(struct fs_mount *m, const char *path);
 
+/* The extended attributes' requests (llxattr.c). */
+void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
+void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+		 size_t size, int flags);
+void ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+
 /* The kernel side as the model sees it (struct fs_kernel_ops). */
 extern const struct fs_kernel_ops fs_kernel_fuse;
 

@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <fuse_lowlevel.h>
 #include <stdlib.h>
 #include <string.h>
@@ -324,6 +325,19 @@ static void ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 	ll_current = NULL;
 	free(path);
 	ll_reply_entry(req, parent, name, rc);
+}
+
+static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	int err = 0;
+	char *path = ll_path(ino, NULL, &err);
+	char buf[PATH_MAX + 1];
+	int rc = path ? fs_ops.readlink(path, buf, sizeof(buf)) : -err;
+	free(path);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_readlink(req, buf);
 }
 
 static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
@@ -728,6 +742,7 @@ const struct fuse_lowlevel_ops fs_ll_ops = {
     .unlink = ll_unlink,
     .rmdir = ll_rmdir,
     .symlink = ll_symlink,
+    .readlink = ll_readlink,
     .rename = ll_rename,
     .link = ll_link,
     .open = ll_open,

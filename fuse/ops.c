@@ -540,6 +540,17 @@ static int fs_symlink(const char *target, const char *path)
 	return ws ? workspace_symlink(ws, target, loc.rel) : -EPERM;
 }
 
+static int fs_readlink(const char *path, char *buf, size_t size)
+{
+	struct fs_mount *m = fs_m();
+	struct fs_loc loc;
+	int rc = fs_resolve(m, path, &loc);
+	if (rc < 0)
+		return rc;
+	struct workspace *ws = fs_ws(m, &loc);
+	return ws && loc.rel[0] ? workspace_readlink(ws, loc.rel, buf, size) : -EINVAL;
+}
+
 static int fs_link(const char *from, const char *to)
 {
 	struct fs_mount *m = fs_m();
@@ -736,6 +747,7 @@ const struct fuse_operations fs_ops = {
     .utimens = fs_utimens,
     .symlink = fs_symlink,
     .link = fs_link,
+    .readlink = fs_readlink,
     .statfs = fs_statfs,
     .lseek = fs_lseek,
     .getxattr = fs_getxattr,

@@ -142,6 +142,7 @@ static int dump_one(void *ctx, const struct journal_record *r, uint64_t offset)
 	if (r->upload_id)
 		fprintf(out, " upload=%" PRIu64, r->upload_id);
 	put_str(out, "path", r->path);
+	put_str(out, "target", r->target);
 	put_str(out, "cache", r->cache_file);
 	if (r->size || r->kind == JOURNAL_UPLOAD_INTENT)
 		fprintf(out, " size=%" PRIu64, r->size);

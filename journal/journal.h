@@ -74,6 +74,14 @@ enum journal_kind {
 	/* More small facts (format 1; older readers skip them). */
 	JOURNAL_SET_ENV, /* sandbox, env: "KEY=VALUE\n" lines (NULL: none) */
 	JOURNAL_SET_CWD, /* sandbox, path: workspace-relative ("" or NULL: the root) */
+	/* Symbolic links of the workspace (the contract's listing cannot
+	 * tell them from files). */
+	JOURNAL_LINK_INTENT, /* sandbox, path, target: made through the mount,
+				not yet made in the sandbox (durable before
+				symlink returns) */
+	JOURNAL_LINK_DONE,   /* sandbox, path, target: a link there (made by
+				the mount, or listed after a command) */
+	JOURNAL_LINK_GONE,   /* sandbox, path: no longer a link */
 	JOURNAL_KIND_MAX
 };
 
@@ -131,6 +139,7 @@ struct journal_record {
 	/* SET_ENV, SNAPSHOT: the environment of later commands, "KEY=VALUE\n"
 	 * lines (values may be secrets: the dump never shows them). */
 	char *env;
+	char *target; /* LINK_INTENT, LINK_DONE: the link's target */
 };
 #define JOURNAL_BOUND_NONE (-1L)
 void journal_record_clear(struct journal_record *r);
@@ -181,6 +190,13 @@ struct journal_upload {
 	char *error;
 };
 
+/* A symbolic link of the workspace the mount knows of. */
+struct journal_link {
+	char *path;   /* workspace-relative */
+	char *target; /* as readlink gives it */
+	bool queued;  /* made through the mount, not yet in the sandbox */
+};
+
 struct journal_sandbox {
 	char *id;
 	enum journal_sandbox_state state;
@@ -203,6 +219,8 @@ struct journal_sandbox {
 	size_t nruns;
 	struct journal_upload *uploads; /* pending and abandoned */
 	size_t nuploads;
+	struct journal_link *links; /* sorted by path */
+	size_t nlinks;
 	char *last_error;
 };
 

@@ -52,6 +52,18 @@ bool journal_state_equal(const struct journal_state *a, const struct journal_sta
 int journal_state_records(const struct journal_state *st, struct journal_record **recs,
 			  size_t *n);
 
+/* The links of a sandbox's state (links.c, for state.c). */
+void journal_links_free(struct journal_sandbox *sb);
+void journal_links_apply(struct journal_sandbox *sb, const struct journal_record *r);
+/* d's links become a deep copy of s's (-ENOMEM: partly copied; freeing
+ * d is still safe). */
+int journal_links_copy(struct journal_sandbox *d, const struct journal_sandbox *s);
+bool journal_links_equal(const struct journal_sandbox *a, const struct journal_sandbox *b);
+/* Fills r's kind, path and target with the record that rebuilds the i-th
+ * link of sb (r's sandbox and time are the caller's). */
+int journal_links_record(const struct journal_sandbox *sb, size_t i,
+			 struct journal_record *r);
+
 /* --- reading a journal file ---------------------------------------------*/
 
 enum journal_scan_end {

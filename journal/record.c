@@ -30,6 +30,9 @@ static const char *const kind_names[JOURNAL_KIND_MAX] = {
     [JOURNAL_SNAPSHOT] = "SNAPSHOT",
     [JOURNAL_SET_ENV] = "SET_ENV",
     [JOURNAL_SET_CWD] = "SET_CWD",
+    [JOURNAL_LINK_INTENT] = "LINK_INTENT",
+    [JOURNAL_LINK_DONE] = "LINK_DONE",
+    [JOURNAL_LINK_GONE] = "LINK_GONE",
 };
 
 const char *journal_kind_name(enum journal_kind kind)
@@ -62,6 +65,7 @@ void journal_record_clear(struct journal_record *r)
 	free(r->error);
 	free(r->spec);
 	free(r->env);
+	free(r->target);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -94,6 +98,7 @@ int journal_record_copy(struct journal_record *dst, const struct journal_record 
 	*dst = *src;
 	dst->sandbox = dst->url = dst->pool = dst->image = dst->command = NULL;
 	dst->path = dst->cache_file = dst->error = NULL;
+	dst->spec = dst->env = dst->target = NULL;
 	dst->out.data = dst->out.file = dst->err.data = dst->err.file = NULL;
 	if (dup_str(&dst->sandbox, src->sandbox) || dup_str(&dst->url, src->url) ||
 	    dup_str(&dst->pool, src->pool) || dup_str(&dst->image, src->image) ||
@@ -102,7 +107,7 @@ int journal_record_copy(struct journal_record *dst, const struct journal_record 
 	    journal_output_copy(&dst->err, &src->err) || dup_str(&dst->path, src->path) ||
 	    dup_str(&dst->cache_file, src->cache_file) ||
 	    dup_str(&dst->error, src->error) || dup_str(&dst->spec, src->spec) ||
-	    dup_str(&dst->env, src->env)) {
+	    dup_str(&dst->env, src->env) || dup_str(&dst->target, src->target)) {
 		journal_record_clear(dst);
 		return -ENOMEM;
 	}
@@ -144,7 +149,7 @@ bool journal_record_equal(const struct journal_record *a, const struct journal_r
 	       a->sb_state == b->sb_state && a->owned == b->owned &&
 	       a->commands_run == b->commands_run && a->foreign == b->foreign &&
 	       journal_str_equal(a->spec, b->spec) && a->bound_s == b->bound_s &&
-	       journal_str_equal(a->env, b->env);
+	       journal_str_equal(a->env, b->env) && journal_str_equal(a->target, b->target);
 }
 
 /* --- payload fields -------------------------------------------------------*/
@@ -186,6 +191,7 @@ enum tag {
 	T_SPEC,
 	T_BOUND,
 	T_ENV,
+	T_TARGET,
 };
 
 struct wbuf {
@@ -313,6 +319,7 @@ int journal_encode(const struct journal_record *r, uint8_t **buf, size_t *len)
 	w_str(&w, T_SPEC, r->spec);
 	w_i64(&w, T_BOUND, r->bound_s);
 	w_str(&w, T_ENV, r->env);
+	w_str(&w, T_TARGET, r->target);
 	if (!w.err && w.len - JOURNAL_HEADER_SIZE > JOURNAL_MAX_PAYLOAD)
 		w.err = -EFBIG;
 	if (w.err) {
@@ -504,6 +511,8 @@ static int decode_field(struct journal_record *r, unsigned tag, const uint8_t *v
 		return set_str(&r->spec, v, n, why);
 	case T_ENV:
 		return set_str(&r->env, v, n, why);
+	case T_TARGET:
+		return set_str(&r->target, v, n, why);
 	case T_BOUND:
 		rc = get_int(v, n, INT32_MIN, INT32_MAX, &x, why);
 		r->bound_s = (long)x;

@@ -61,6 +61,7 @@ static void sandbox_free(struct journal_sandbox *sb)
 	for (size_t i = 0; i < sb->nuploads; i++)
 		upload_free(&sb->uploads[i]);
 	free(sb->uploads);
+	journal_links_free(sb);
 	free(sb->last_error);
 	memset(sb, 0, sizeof(*sb));
 }
@@ -445,6 +446,11 @@ void journal_state_apply(struct journal_state *st, const struct journal_record *
 	case JOURNAL_SNAPSHOT:
 		apply_snapshot(sb, r);
 		break;
+	case JOURNAL_LINK_INTENT:
+	case JOURNAL_LINK_DONE:
+	case JOURNAL_LINK_GONE:
+		journal_links_apply(sb, r);
+		break;
 	default:
 		break;
 	}
@@ -502,6 +508,8 @@ int journal_state_copy(struct journal_state *dst, const struct journal_state *sr
 		    (d->uploads = calloc(s->nuploads, sizeof(*d->uploads))))
 			d->nuploads = s->nuploads;
 		if (d->nruns != s->nruns || d->nuploads != s->nuploads)
+			err = -ENOMEM;
+		if (journal_links_copy(d, s) < 0)
 			err = -ENOMEM;
 		for (size_t k = 0; k < d->nruns; k++) {
 			const struct journal_run *sr = &s->runs[k];
@@ -565,7 +573,7 @@ static bool sandbox_eq(const struct journal_sandbox *a, const struct journal_san
 	for (size_t i = 0; i < a->nuploads; i++)
 		if (!upload_eq(&a->uploads[i], &b->uploads[i]))
 			return false;
-	return true;
+	return journal_links_equal(a, b);
 }
 
 bool journal_state_equal(const struct journal_state *a, const struct journal_state *b)
@@ -661,6 +669,12 @@ static void emit_sandbox(struct recs *rs, const struct journal_sandbox *sb)
 			r->upload_id = u->upload_id;
 			r->error = dup_or_null(u->error, &rs->err);
 		}
+	}
+	for (size_t i = 0; i < sb->nlinks; i++) {
+		if (!(r = recs_add(rs, JOURNAL_LINK_DONE, sb->id, 0)))
+			return;
+		if (journal_links_record(sb, i, r) < 0)
+			rs->err = -ENOMEM;
 	}
 	if (!(r = recs_add(rs, JOURNAL_SNAPSHOT, sb->id, sb->created_ms)))
 		return;

@@ -47,12 +47,15 @@
  * previous command left (a mark made just before this one could share its
  * clock tick with the command's first writes and miss them; listing a file
  * changed in between is harmless: it shows the sandbox's own time and
- * mode); the mark is made again for the next one. The first command of a
+ * mode); the mark is made again for the next one. A symbolic link's line
+ * is followed by a line of its target (readlink), as long as the link's
+ * size says. The first command of a
  * sandbox finds a mark dated 2000: it lists everything (once). */
 #define FS_MARK ".sandboxfs-mark"
 #define FS_FIND                                                                          \
-	"find . -name '.sandboxfs-*' -prune -o -newer " FS_MARK " -exec stat -c "            \
-	"'%f %Y %s %n' {} + 2>/dev/null"
+	"find . -name '.sandboxfs-*' -prune -o -newer " FS_MARK " \\( -type l -exec sh -c "   \
+	"'for f; do stat -c \"%f %Y %s %n\" \"$f\" && { readlink -n -- \"$f\"; echo; }; "   \
+	"done' sh {} + -o -exec stat -c '%f %Y %s %n' {} + \\) 2>/dev/null"
 
 struct fs_spool {
 	int fd;

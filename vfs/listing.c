@@ -123,7 +123,7 @@ static void dir_clear(struct wsdir *d)
 }
 
 /* Inserts (or updates) name in a loaded listing, keeping it sorted. */
-static void dir_put(struct wsdir *d, const char *name, uint64_t size, bool is_dir,
+void dir_put(struct wsdir *d, const char *name, uint64_t size, bool is_dir,
 		    const struct timespec *seen)
 {
 	size_t lo = 0, hi = d->n;
@@ -135,6 +135,7 @@ static void dir_put(struct wsdir *d, const char *name, uint64_t size, bool is_di
 				d->ents[mid].seen = *seen;
 			d->ents[mid].size = size;
 			d->ents[mid].is_dir = is_dir;
+			d->ents[mid].is_link = false; /* the caller says when it is */
 			return;
 		}
 		if (r < 0)
@@ -419,6 +420,10 @@ static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **
 		qsort(d->ents, d->n, sizeof(*d->ents), ent_cmp);
 		dir_account(d, (int64_t)ents_bytes(d->ents, d->n) - (int64_t)old_bytes,
 			    (int64_t)d->n - (int64_t)nold);
+		/* Links keep their type and size (the listing follows them). */
+		d->loaded = true;
+		d->err = 0;
+		links_fix_listing(ws, d, &now);
 		/* A name seen before with the same size keeps its time, so
 		 * make and rsync see stable mtimes between commands. */
 		if (had) {
@@ -433,6 +438,7 @@ static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **
 					d->ents[i].shown_ms = old[j].shown_ms;
 					d->ents[i].shown_dir = old[j].shown_dir;
 					d->ents[i].shown_once = old[j].shown_once;
+					d->ents[i].shown_link = old[j].shown_link;
 					i++;
 					j++;
 				} else if (r < 0) {
@@ -455,6 +461,7 @@ static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **
 		d->err = 0;
 		d->loaded = true;
 		dir_merge_local(ws, d, &now);
+		links_fix_listing(ws, d, &now);
 	} else {
 		if (st == BACKEND_NOT_FOUND)
 			rc = -ENOENT;

@@ -138,6 +138,10 @@ int workspace_before_command(struct workspace *ws, char *why, size_t whylen)
 				 failed > 1 ? " (and others)" : "");
 		return -EIO;
 	}
+	/* Links made here, then modes (a link's own mode is never set). A
+	 * link not made is logged and does not stop the command. */
+	if (c->cfg.exec)
+		(void)links_apply(ws);
 	for (int round = 0; round < 64; round++) {
 		/* One command per round: "chmod MODE -- 'a' 'b'" groups. */
 		pthread_mutex_lock(&c->lock);
@@ -250,6 +254,8 @@ size_t workspace_note_changes(struct workspace *ws, const char *list, size_t len
 		return 0;
 	struct wscache *c = ws->c;
 	size_t taken = 0;
+	struct wslinkrec *recs = NULL;
+	size_t nrecs = 0;
 	pthread_mutex_lock(&c->lock);
 	for (size_t i = 0; i < len;) {
 		const char *line = list + i;
@@ -268,11 +274,39 @@ size_t workspace_note_changes(struct workspace *ws, const char *list, size_t len
 		int at = 0;
 		if (sscanf(buf, "%x %lld %lld %n", &mode, &mtime, &size, &at) != 3 || !at)
 			continue;
+		/* A link's line is followed by one of its target, whose
+		 * length is the link's size (a target holding a newline
+		 * does not match it and is not taken). */
+		char target[4200];
+		bool link_ok = false;
+		if (S_ISLNK(mode)) {
+			const char *tl = list + i;
+			const char *tnl = i < len ? memchr(tl, '\n', len - i) : NULL;
+			if (!tnl)
+				break;
+			size_t tn = (size_t)(tnl - tl);
+			i += tn + 1;
+			if (size > 0 && tn == (size_t)size && tn < sizeof(target)) {
+				memcpy(target, tl, tn);
+				target[tn] = '\0';
+				link_ok = true;
+			}
+		}
 		const char *path = buf + at;
 		if (strncmp(path, "./", 2) != 0 || !path[2])
 			continue; /* "." itself, or not find's */
 		path += 2;
-		if (ws_check_path(path) < 0 || (!S_ISREG(mode) && !S_ISDIR(mode)))
+		if (ws_check_path(path) < 0)
+			continue;
+		if (S_ISLNK(mode)) {
+			if (link_ok) {
+				links_note(ws, path, target, &recs, &nrecs);
+				taken++;
+			}
+			continue;
+		}
+		links_note(ws, path, NULL, &recs, &nrecs); /* not a link (any more) */
+		if (!S_ISREG(mode) && !S_ISDIR(mode))
 			continue;
 		struct wsmeta *m = meta_get(ws, path, true);
 		if (!m)
@@ -287,5 +321,6 @@ size_t workspace_note_changes(struct workspace *ws, const char *list, size_t len
 		taken++;
 	}
 	pthread_mutex_unlock(&c->lock);
+	links_journal(ws, recs, nrecs);
 	return taken;
 }

@@ -105,8 +105,9 @@ static bool entry_stat(struct workspace *ws, struct wsdir *d, const char *rel,
 	char *child = ws_join(rel, name);
 	if (!child)
 		return false;
-	struct wsattr a = {.is_dir = e->is_dir, .size = e->size, .mtime = e->seen};
-	struct wsfile *f = e->is_dir ? NULL : file_find(ws, child);
+	struct wsattr a = {.is_dir = e->is_dir, .is_link = e->is_link, .size = e->size,
+			   .mtime = e->seen};
+	struct wsfile *f = e->is_dir || e->is_link ? NULL : file_find(ws, child);
 	if (f && file_auth(f)) {
 		a.size = f->size;
 		a.mtime = f->mtime;

@@ -238,6 +238,8 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 {
 	struct wscache *c = ws->c;
 	struct wsmove mv = {.dir = from, .by = pthread_self()};
+	struct wslinkrec *lrecs = NULL; /* links moved with it, to journal */
+	size_t nlrecs = 0;
 	struct wsfile **held = NULL;
 	size_t nheld = 0;
 	pthread_mutex_lock(&c->lock);
@@ -315,6 +317,7 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 			}
 		}
 		meta_move(ws, from, to);
+		links_move(ws, from, to, &lrecs, &nlrecs);
 		ws_made_dirs_drop(ws, from);
 		c->n.dir_renames++;
 	}
@@ -334,6 +337,7 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 		}
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
+	links_journal(ws, lrecs, nlrecs);
 	return rc;
 }
 
@@ -387,5 +391,14 @@ int workspace_rename(struct workspace *ws, const char *from, const char *to,
 	}
 	if (dst_exists && dst.is_dir)
 		return -EISDIR;
+	if (src.is_link)
+		return ws_link_rename(ws, from, to, dst_exists);
+	if (dst_exists && dst.is_link) {
+		/* A PUT at a link's name could write through it: the link
+		 * goes first, as a link. */
+		rc = ws_link_unlink(ws, to);
+		if (rc < 0)
+			return rc;
+	}
 	return rename_file(ws, from, to);
 }

@@ -165,6 +165,7 @@ int wscache_restore(struct wscache *c, const struct journal_state *st)
 	bool same_boot = known_boot && last_mount_in_this_boot(c, boot);
 	for (size_t s = 0; s < st->count; s++) {
 		const struct journal_sandbox *sb = &st->sandboxes[s];
+		links_restore(c, sb);
 		if (!sb->nuploads)
 			continue;
 		const struct journal_upload **ups = calloc(sb->nuploads, sizeof(*ups));

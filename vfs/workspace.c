@@ -207,6 +207,7 @@ static void workspace_free(struct workspace *ws)
 		}
 	}
 	htab_free(&ws->metas);
+	links_free_all(ws);
 	dir_free_all(ws);
 	for (size_t i = 0; i < ws->nmade; i++)
 		free(ws->made_dirs[i]);
@@ -368,7 +369,9 @@ struct workspace *ws_get_locked(struct wscache *c, const char *id, const char *u
 	ws->epoch = 1;
 	clock_gettime(CLOCK_REALTIME, &ws->born);
 	if (!ws->id || (url && !ws->url) || htab_init(&ws->dirs, 0) < 0 ||
-	    htab_init(&ws->metas, 0) < 0 || htab_init(&ws->files, 0) < 0) {
+	    htab_init(&ws->metas, 0) < 0 || htab_init(&ws->files, 0) < 0 ||
+	    htab_init(&ws->links, 0) < 0) {
+		htab_free(&ws->links);
 		htab_free(&ws->dirs);
 		htab_free(&ws->metas);
 		htab_free(&ws->files);

@@ -155,8 +155,9 @@ struct workspace *workspace_find(struct wscache *c, const char *sandbox_id);
  * called after every command the mount ran in that sandbox. */
 void workspace_invalidate(struct workspace *ws);
 /* Applies what must reach the sandbox before its next command: uploads of
- * files written here and not yet uploaded, then the queued modes in
- * batched chmod commands through cfg->exec. Called by the command path
+ * files written here and not yet uploaded, then the queued links in
+ * batched "ln -s" commands and the queued modes in batched chmod
+ * commands through cfg->exec. Called by the command path
  * with the seat held by this mount, before it sends the user's command
  * (cfg->exec runs nested in that seat). Returns 0, or -EIO when an upload
  * could not be delivered: the command must not be sent, since it would
@@ -168,7 +169,10 @@ int workspace_before_command(struct workspace *ws, char *why, size_t whylen);
  * seconds). Each file and directory there shows the sandbox's permission
  * bits and modification time from now on (the listing has neither), so
  * tools that compare times (make, rsync, git) see a same-size change. A
- * line that does not parse is skipped. Returns how many were taken. */
+ * symbolic link's line (MODE a1ff) is followed by a line of its target,
+ * SIZE bytes: the name shows as that link from now on (journaled); a
+ * name listed as anything else is no longer a link. A line that does not
+ * parse is skipped. Returns how many were taken. */
 size_t workspace_note_changes(struct workspace *ws, const char *list, size_t len);
 /* The sandbox's seat is held (a command of this mount runs there) or free
  * again: while it is held the retry thread uploads nothing into it. */
@@ -259,8 +263,14 @@ int workspace_chown(struct workspace *ws, const char *rel, uid_t uid, gid_t gid)
 /* Keeps times for REL here (the contract carries none); getattr shows
  * them until a write sets the time again. */
 int workspace_utimens(struct workspace *ws, const char *rel, const struct timespec tv[2]);
-/* -EPERM: the contract has no symbolic links. */
+/* Makes REL a symbolic link to target: journaled (durably) before it
+ * returns, shown and readable at once, made in the sandbox by "ln -s"
+ * through cfg->exec now when the seat is free, else before the next
+ * command (workspace_before_command). -EPERM without cfg->exec. */
 int workspace_symlink(struct workspace *ws, const char *target, const char *rel);
+/* The target of link REL, NUL-terminated in buf (cut to size - 1 bytes),
+ * from what the mount knows: no request. -EINVAL when REL is not a link. */
+int workspace_readlink(struct workspace *ws, const char *rel, char *buf, size_t size);
 /* -EPERM: the contract has no hard links. */
 int workspace_link(struct workspace *ws, const char *from, const char *to);
 /* The space of the cache directory's filesystem, where written data lands

@@ -44,6 +44,8 @@ struct wsentry {
 				 invalidation), see workspace_invalidate_pass */
 	bool shown_dir;	      /* the type it was given to the kernel as */
 	bool shown_once;      /* shown_dir is set */
+	bool is_link;	      /* a symbolic link (ws->links knows its target) */
+	bool shown_link;      /* given to the kernel as a link */
 };
 
 struct wsdir {
@@ -77,6 +79,22 @@ struct wsmeta {
 	bool mode_queued; /* not yet applied in the sandbox */
 	bool has_times;
 	struct timespec atime, mtime;
+};
+
+/* --- symbolic links (links.c) ---------------------------------------------*/
+
+struct wslink {
+	struct hlink h; /* in ws->links, key: path */
+	char *path;
+	char *target;
+	bool queued;   /* made here, not yet in the sandbox (LINK_INTENT) */
+	bool applying; /* its "ln -s" batch runs */
+};
+
+/* A link record to journal once c->lock is released. */
+struct wslinkrec {
+	enum journal_kind kind;
+	char *path, *target;
 };
 
 /* --- cached files ---------------------------------------------------------*/
@@ -195,6 +213,7 @@ struct workspace {
 	struct htab dirs;   /* struct wsdir */
 	struct htab metas;  /* struct wsmeta */
 	struct htab files;  /* struct wsfile, live names only */
+	struct htab links;  /* struct wslink */
 	struct wsfile *all; /* every wsfile of this workspace */
 	char **made_dirs;   /* made by mkdir since the last command */
 	size_t nmade;
@@ -299,6 +318,9 @@ void dir_upsert(struct workspace *ws, const char *path, uint64_t size, bool is_d
 /* path is a new directory: its listing is known to be empty. */
 void dir_set_empty(struct workspace *ws, const char *path);
 void dir_remove(struct workspace *ws, const char *path);
+/* Inserts (or updates) name in the loaded listing d, sorted. */
+void dir_put(struct wsdir *d, const char *name, uint64_t size, bool is_dir,
+	     const struct timespec *seen);
 /* Marks path's cached listing stale; dir_drop: path's and every one below. */
 void dir_stale(struct workspace *ws, const char *path);
 void dir_drop(struct workspace *ws, const char *path);
@@ -316,6 +338,7 @@ bool ws_machinery(const struct workspace *ws, const char *dir, const char *name)
 /* What a path is, from the live cache or the parent's listing. */
 struct wsattr {
 	bool is_dir;
+	bool is_link; /* size is the target's length */
 	uint64_t size;
 	struct timespec mtime;
 	bool type_changed; /* the kernel was last told the other type */
@@ -373,6 +396,37 @@ int ws_flush_all(struct wscache *c, struct workspace *only, uint64_t budget_ms,
 /* Moves a cache file to base/ID/PATH; nonzero: nothing kept. */
 int rescue_keep(const char *base, const char *id, const char *path,
 		const char *cache_file, char **dir_out);
+
+/* links.c, c->lock held unless said otherwise */
+struct wslink *link_find(struct workspace *ws, const char *path);
+struct wslink *link_set(struct workspace *ws, const char *path, const char *target,
+			bool queued);
+void link_drop(struct workspace *ws, const char *path);
+void links_free_all(struct workspace *ws);
+/* A listing of d just came (or was made): links there get their type and
+ * size, queued ones are added, others it no longer has are forgotten. */
+void links_fix_listing(struct workspace *ws, struct wsdir *d, const struct timespec *now);
+/* Moves the links below directory from to to; the records to journal
+ * are appended to recs. */
+void links_move(struct workspace *ws, const char *from, const char *to,
+		struct wslinkrec **recs, size_t *nrecs);
+/* What a command's change list says of path: a link to target, or (NULL)
+ * not a link. */
+void links_note(struct workspace *ws, const char *path, const char *target,
+		struct wslinkrec **recs, size_t *nrecs);
+int linkrec_add(struct wslinkrec **v, size_t *n, enum journal_kind kind, const char *path,
+		const char *target);
+/* c->lock not held: */
+/* Journals the records (not durably) and frees them. */
+void links_journal(struct workspace *ws, struct wslinkrec *v, size_t n);
+/* Makes the queued links in the sandbox through cfg.exec, in batches;
+ * 0, or the exec's error (-EBUSY: the seat is taken; they stay queued). */
+int links_apply(struct workspace *ws);
+/* unlink and rename of a link, by commands (never a DELETE). */
+int ws_link_unlink(struct workspace *ws, const char *rel);
+int ws_link_rename(struct workspace *ws, const char *from, const char *to, bool dst_exists);
+/* The links a replayed journal holds for sb (wscache_restore). */
+void links_restore(struct wscache *c, const struct journal_sandbox *sb);
 
 /* metadata (modes.c, c->lock held) */
 struct wsmeta *meta_get(struct workspace *ws, const char *path, bool create);

@@ -24,10 +24,12 @@ void file_shown(struct wsfile *f)
 /* Records that the kernel is told e's attributes now (c->lock held). */
 void entry_shown(struct wsdir *d, struct wsentry *e, struct wsattr *a)
 {
-	if (a && e->shown_once && e->shown_dir != e->is_dir)
+	if (a && e->shown_once &&
+	    (e->shown_dir != e->is_dir || e->shown_link != e->is_link))
 		a->type_changed = true;
 	d->shown_ms = e->shown_ms = common_now_ms();
 	e->shown_dir = e->is_dir;
+	e->shown_link = e->is_link;
 	e->shown_once = true;
 }
 
@@ -83,10 +85,14 @@ int ws_lookup(struct workspace *ws, const char *rel, struct wsattr *a)
 		return -ENOENT;
 	}
 	a->is_dir = e->is_dir;
+	a->is_link = e->is_link;
 	a->size = e->size;
 	a->mtime = e->seen;
 	entry_shown(d, e, a); /* most lookups answer the kernel */
-	if (f && e->is_dir) {
+	if (e->is_link) {
+		/* A link has no content of its own here: a lookup never
+		 * fetches its target's. */
+	} else if (f && e->is_dir) {
 		if (f->shown_once) /* the kernel may hold it as a file */
 			a->type_changed = true;
 		file_drop_clean(f);
@@ -139,6 +145,8 @@ void ws_fill_stat(struct workspace *ws, const char *rel, const struct wsattr *a,
 	if (m && m->has_mode)
 		perm = m->mode & 07777;
 	st->st_mode = (a->is_dir ? S_IFDIR : S_IFREG) | perm;
+	if (a->is_link)
+		st->st_mode = S_IFLNK | 0777; /* a link's own mode is not used */
 	/* 1 for directories too: the number of subdirectories is unknown, and
 	 * find's leaf optimisation must not trust a made-up 2. */
 	st->st_nlink = 1;
@@ -234,6 +242,10 @@ int workspace_unlink(struct workspace *ws, const char *rel)
 	struct wsfile *f = file_find(ws, rel);
 	if (rc == 0 && a.is_dir)
 		rc = -EISDIR;
+	if (rc == 0 && a.is_link) {
+		pthread_mutex_unlock(&c->lock);
+		return ws_link_unlink(ws, rel); /* by a command, never a DELETE */
+	}
 	if (rc == 0 && f)
 		rc = file_ref(f);
 	pthread_mutex_unlock(&c->lock);
@@ -503,13 +515,6 @@ int workspace_utimens(struct workspace *ws, const char *rel, const struct timesp
 	}
 	pthread_mutex_unlock(&c->lock);
 	return rc;
-}
-
-int workspace_symlink(struct workspace *ws, const char *target, const char *rel)
-{
-	/* The contract has no links; EPERM is symlink(2)'s "not supported by
-	 * this filesystem", which git probes for and tar reports per file. */
-	return -EPERM;
 }
 
 int workspace_link(struct workspace *ws, const char *from, const char *to)
