@@ -69,15 +69,8 @@ bool fs_ll_interrupted(void);
 /* Drops the kernel's attributes and pages of path, if it holds any. */
 void fs_ll_invalidate_path(struct fs_mount *m, const char *path);
 /* After a command: the kernel drops the attributes and pages of every node
- * it holds under path (never a name: see nodes.c). */
+ * it holds under path, and looks every name up again (see nodes.c). */
 void fs_ll_invalidate_tree(struct fs_mount *m, const char *path);
-
-/* The extended attributes' requests (llxattr.c). */
-void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
-void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
-void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
-		 size_t size, int flags);
-void ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 
 /* The kernel side as the model sees it (struct fs_kernel_ops). */
 extern const struct fs_kernel_ops fs_kernel_fuse;
