@@ -545,10 +545,43 @@ int ws_link_rename(struct workspace *ws, const char *from, const char *to, bool 
 
 /* --- what a command changed, and a remount ------------------------------------*/
 
+bool link_target_escapes(const char *path, const char *target)
+{
+	if (target[0] == '/')
+		return true;
+	/* the depth of the link's directory below the workspace root */
+	long depth = 0;
+	for (const char *p = path; *p; p++)
+		if (*p == '/')
+			depth++;
+	for (const char *p = target; *p;) {
+		const char *e = strchr(p, '/');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			if (--depth < 0)
+				return true;
+		} else if (n && !(n == 1 && p[0] == '.')) {
+			depth++;
+		}
+		p += n + (e ? 1 : 0);
+	}
+	return false;
+}
+
 void links_note(struct workspace *ws, const char *path, const char *target,
 		struct wslinkrec **recs, size_t *nrecs)
 {
 	struct wslink *l = link_find(ws, path);
+	/* A link a command made whose target leaves the workspace is not
+	 * shown as a link: the kernel would follow it on this machine (to a
+	 * local file, or to the mount's own ctl files, where a write runs a
+	 * command). It is what the contract's /files makes of it (the
+	 * listing's kind and size; a read gets the server's answer, which
+	 * refuses a path out of the workspace). Links made through the mount
+	 * are the user's own and stay links whatever their target. */
+	if (target && link_target_escapes(path, target) &&
+	    !(l && (l->queued || l->applying || strcmp(l->target, target) == 0)))
+		target = NULL;
 	if (!target) {
 		if (l && !l->queued && !l->applying) {
 			link_free(ws, l);

@@ -398,6 +398,9 @@ int rescue_keep(const char *base, const char *id, const char *path,
 		const char *cache_file, char **dir_out);
 
 /* links.c, c->lock held unless said otherwise */
+/* Whether target, of a link at workspace path, leads out of the
+ * workspace: absolute, or climbing above its root. */
+bool link_target_escapes(const char *path, const char *target);
 struct wslink *link_find(struct workspace *ws, const char *path);
 struct wslink *link_set(struct workspace *ws, const char *path, const char *target,
 			bool queued);

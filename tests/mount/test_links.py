@@ -170,3 +170,46 @@ def test_tar_x_of_usr_include_keeps_every_link(sandbox, orch, tmp_path):
     local = sum(1 for r, _, fs in os.walk("/usr/include") for f in fs
                 if not os.path.islink(os.path.join(r, f)))
     assert int(out["stdout"]) == local
+
+
+def test_a_link_a_command_made_out_of_the_workspace_is_never_followed_here(sandbox, orch):
+    """The kernel follows a link on this machine: a link the sandbox made to
+    /etc/... or up into the mount (../ctl, another sandbox's ctl) would send
+    a reader to a local file, or a writer's bytes into a ctl that runs them.
+    Such links are what the contract's /files makes of them; the mount's
+    own links keep their targets."""
+    ws = sandbox / "workspace"
+    ctl(sandbox, "mkdir -p sub && printf in > sub/f && echo secret > /tmp/sfs-outside && "
+                 "ln -s /tmp/sfs-outside abs && ln -s ../ctl up && "
+                 "ln -s ../../ctl sub/up2 && ln -s sub/f inside && ln -s ../sub/f sub/back")
+    assert os.readlink(ws / "inside") == "sub/f"
+    assert os.readlink(ws / "sub" / "back") == "../sub/f"
+    assert (ws / "inside").read_text() == "in"
+    for name in ("abs", "up", "sub/up2"):
+        st = os.lstat(ws / name)
+        assert not stat.S_ISLNK(st.st_mode), name
+        with pytest.raises(OSError) as e:
+            os.readlink(ws / name)
+        assert e.value.errno == errno.EINVAL
+    # the server's /files refuses a path that leads out of the workspace:
+    # a read through the mount gets an error, never the local file
+    for name in ("abs", "up"):
+        r = sbx.get(sandbox_url(orch, "sbx1"), name)
+        assert r.status != 200, (name, r.status)
+        with pytest.raises(OSError):
+            (ws / name).read_bytes()
+    # a write to it never reaches a ctl: no command runs
+    last = mount.read(sandbox / "last")
+    sh(f"echo 'touch /tmp/sfs-ran' > {ws}/up")
+    assert mount.read(sandbox / "last") == last
+    assert on_server(orch, "sbx1", "test -e /tmp/sfs-ran; echo $?")["stdout"] == "1\n"
+    # what the write made of "up" is the server's PUT's business (this one
+    # puts a file in the link's place); the other links are untouched
+    links = server_links(orch, "sbx1")
+    assert links["./abs"] == "/tmp/sfs-outside" and links["./sub/up2"] == "../../ctl"
+    # a link made through the mount is the user's own: a link, whatever its target
+    os.symlink("/tmp/sfs-outside", ws / "mine")
+    assert os.readlink(ws / "mine") == "/tmp/sfs-outside"
+    ctl(sandbox, "true")
+    assert os.readlink(ws / "mine") == "/tmp/sfs-outside"
+    on_server(orch, "sbx1", "rm -f /tmp/sfs-outside /tmp/sfs-ran")
