@@ -74,6 +74,16 @@ enum journal_kind {
 	/* More small facts (format 1; older readers skip them). */
 	JOURNAL_SET_ENV, /* sandbox, env: "KEY=VALUE\n" lines (NULL: none) */
 	JOURNAL_SET_CWD, /* sandbox, path: workspace-relative ("" or NULL: the root) */
+	/* Background jobs (ID/spawn): the intent before the spawn is sent,
+	 * then what became of it. job is the job's number in its sandbox. */
+	JOURNAL_JOB_INTENT,  /* sandbox, job, command (the user's text), path =
+				its hidden directory in the workspace */
+	JOURNAL_JOB_STARTED, /* sandbox, job, pid (= its process group) */
+	JOURNAL_JOB_UNKNOWN, /* sandbox, job, error: the spawn's answer was lost
+				(never sent again) */
+	JOURNAL_JOB_NOT_RUN, /* sandbox, job, error: it did not start */
+	JOURNAL_JOB_EXITED,  /* sandbox, job, exit_code: seen ended */
+	JOURNAL_JOB_KILLED,  /* sandbox, job: stopped by its ctl's kill */
 	JOURNAL_KIND_MAX
 };
 
@@ -131,6 +141,9 @@ struct journal_record {
 	/* SET_ENV, SNAPSHOT: the environment of later commands, "KEY=VALUE\n"
 	 * lines (values may be secrets: the dump never shows them). */
 	char *env;
+	/* JOB_*: the job's number; SNAPSHOT: the highest ever used. */
+	uint64_t job;
+	long pid; /* JOB_STARTED: the job's process id and group */
 };
 #define JOURNAL_BOUND_NONE (-1L)
 void journal_record_clear(struct journal_record *r);
@@ -171,6 +184,27 @@ struct journal_run {
 	char *error;
 };
 
+enum journal_job_status {
+	JOURNAL_JOBST_PENDING, /* intent only (live only: replay turns it
+				  into UNKNOWN) */
+	JOURNAL_JOBST_RUNNING, /* started; what it is now is in its directory */
+	JOURNAL_JOBST_EXITED,
+	JOURNAL_JOBST_KILLED,
+	JOURNAL_JOBST_UNKNOWN,
+	JOURNAL_JOBST_NOT_RUN,
+};
+
+struct journal_job {
+	uint64_t job;
+	char *command;
+	char *dir; /* its directory in the workspace root */
+	long pid;
+	enum journal_job_status status;
+	int exit_code; /* EXITED */
+	uint64_t started_ms, ended_ms;
+	char *error;
+};
+
 struct journal_upload {
 	uint64_t upload_id;
 	char *path;
@@ -204,12 +238,17 @@ struct journal_sandbox {
 	struct journal_upload *uploads; /* pending and abandoned */
 	size_t nuploads;
 	char *last_error;
+	/* oldest first, at most max_runs */
+	struct journal_job *jobs;
+	size_t njobs;
+	uint64_t last_job; /* highest job number ever used */
 };
 
 struct journal_state {
 	struct journal_sandbox *sandboxes;
 	size_t count;
-	size_t max_runs; /* history bound per sandbox (default 100) */
+	size_t max_runs; /* history bound per sandbox, of runs and of jobs
+			    (default 100) */
 	uint64_t next_upload_id;
 };
 
@@ -267,7 +306,8 @@ struct journal;
 
 /* Opens (creating when missing) DIR/journal, replays it, cuts a torn tail,
  * appends *_UNKNOWN records for intents left without outcome (exec ->
- * EXEC_UNKNOWN, create -> CREATE_UNKNOWN, delete -> DELETE_UNCONFIRMED;
+ * EXEC_UNKNOWN, job -> JOB_UNKNOWN, create -> CREATE_UNKNOWN, delete ->
+ * DELETE_UNCONFIRMED;
  * pending uploads stay pending), registers DIR in the user's registry.
  * Returns 0, or -errno with report->message saying why (damage: -EBADMSG). */
 int journal_open(const struct journal_options *o, struct journal **out,
