@@ -294,6 +294,24 @@ int fs_sandbox_set_timeout(struct fs_mount *m, struct fs_sandbox *sb, long t);
  * sequence number. Returns 0 or -errno per DESIGN.md §2. */
 int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *command,
 		   size_t len, bool interruptible, bool internal, uint64_t *seq_out);
+/* fs_command_run with more said: what the mount runs for a job. */
+struct fs_command_opts {
+	bool interruptible;
+	bool internal;
+	/* internal, yet what was written here reaches the sandbox first, as
+	 * before the user's own commands (a job's spawn) */
+	bool flush;
+	/* internal: sent instead of the command, which is what the journal
+	 * and the run history keep (NULL: the command) */
+	const char *send;
+	long timeout_s; /* > 0: instead of the sandbox's timeout */
+	/* called once the seat is held and the run numbered, before its
+	 * intent is journaled; a negative errno stops it unsent */
+	int (*before)(void *ctx, uint64_t seq);
+	void *ctx;
+};
+int fs_command_run_opts(struct fs_mount *m, struct fs_sandbox *sb, const char *command,
+			size_t len, const struct fs_command_opts *o, uint64_t *seq_out);
 /* True when run seq of sb was sent and its outcome is unknown (takes the
  * lock). */
 bool fs_command_unknown(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq);
@@ -336,15 +354,15 @@ int fs_stdin_write(struct fs_mount *m, struct fs_sandbox *sb, const char *buf, s
 		   off_t off);
 int fs_stdin_truncate(struct fs_mount *m, struct fs_sandbox *sb);
 off_t fs_stdin_size(struct fs_mount *m, const struct fs_sandbox *sb);
-/* What to send for a command: NULL in *send when nothing is set (the
- * user's text as is), else a malloc'ed sh wrapper that takes the waiting
- * stdin (uploaded here, under a hidden name), enters cwd, exports env and
- * evals the user's text. 0, or -errno with why set (the command must not
- * be sent). */
 /* "eval 'command'", quoted for sh; malloc'ed, NULL when out of memory. */
 char *fs_sh_eval(const char *command);
+/* What to send for a command: NULL in *send when nothing is set (the
+ * user's text as is), else a malloc'ed sh wrapper that takes the waiting
+ * stdin (with take_stdin; uploaded here, under a hidden name), enters cwd,
+ * exports env and evals the user's text. 0, or -errno with why set (the
+ * command must not be sent). */
 int fs_command_prepare(struct fs_mount *m, struct fs_sandbox *sb, const char *url,
-		       uint64_t seq, const char *command, char **send,
+		       uint64_t seq, const char *command, bool take_stdin, char **send,
 		       char *why, size_t whylen);
 
 /* --- output while a command runs (stream.c) ------------------------------*/
