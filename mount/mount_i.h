@@ -66,6 +66,18 @@ struct fs_run {
 	struct fs_stream *stream;
 };
 
+/* The status file of a background job (jobs.c). */
+enum fs_job_status {
+	FS_JOB_STARTING, /* its spawn is under way (shown as running) */
+	FS_JOB_RUNNING,
+	FS_JOB_EXITED,
+	FS_JOB_KILLED,
+	FS_JOB_UNKNOWN,
+	FS_JOB_FAILED, /* it did not start */
+};
+const char *fs_job_status_name(enum fs_job_status s);
+struct fs_job;
+
 struct fs_sandbox {
 	char *id;	       /* fixed for the object's life */
 	bool present;	       /* shown in the root */
@@ -98,6 +110,10 @@ struct fs_sandbox {
 	/* oldest first, at most opt.max_runs (internal ones dropped first) */
 	struct fs_run *runs;
 	size_t nruns;
+	/* background jobs, oldest first, at most opt.max_runs (jobs.c) */
+	struct fs_job **jobs;
+	size_t njobs;
+	uint64_t last_job;
 	bool busy; /* a command of this mount holds the seat */
 	uint64_t busy_seq;
 	bool lifecycle_busy; /* a create/delete is in flight */
@@ -364,6 +380,19 @@ char *fs_sh_eval(const char *command);
 int fs_command_prepare(struct fs_mount *m, struct fs_sandbox *sb, const char *url,
 		       uint64_t seq, const char *command, bool take_stdin, char **send,
 		       char *why, size_t whylen);
+
+/* --- background jobs (jobs.c); these take the lock themselves -----------*/
+/* ID/spawn: starts text (one trailing newline dropped) detached, as job
+ * last_job + 1. 0, or -errno: EBUSY (the seat is taken), ENOTCONN, EIO
+ * (not started, or its outcome is unknown: the job shows why). */
+int fs_job_spawn(struct fs_mount *m, struct fs_sandbox *sb, const char *text, size_t len);
+/* jobs/N/ctl "kill": TERM to its process group, KILL after a grace. 0 or
+ * -errno (EBUSY: the seat is taken). */
+int fs_job_kill(struct fs_mount *m, struct fs_sandbox *sb, uint64_t n);
+/* True when a job of sb runs, as far as this mount knows (lock held). */
+bool fs_jobs_running(const struct fs_sandbox *sb);
+/* The jobs of a replayed sandbox (start-up, no lock). */
+int fs_jobs_load(struct fs_mount *m, struct fs_sandbox *sb, const struct journal_sandbox *j);
 
 /* --- output while a command runs (stream.c) ------------------------------*/
 struct fs_stream;
