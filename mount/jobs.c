@@ -599,7 +599,7 @@ int fs_job_kill(struct fs_mount *m, struct fs_sandbox *sb, uint64_t n)
 				  * (an orphan's parent may never reap it) */
 				 "__sfs_alive() { kill -0 -$__sfs_p 2>/dev/null || return 1\n"
 				 "[ -r /proc/self/stat ] || return 0\n"
-				 "for __sfs_f in /proc/[0-9]*/stat; do read -r __sfs_l <\"$__sfs_f\" "
+				 "for __sfs_f in /proc/[0-9]*/stat; do { read -r __sfs_l <\"$__sfs_f\"; } "
 				 "2>/dev/null || continue; set -- ${__sfs_l##*) }\n"
 				 "[ \"$3\" = \"$__sfs_p\" ] && [ \"$1\" != Z ] && return 0; done; "
 				 "return 1; }\n"
