@@ -62,6 +62,8 @@ static int fs_getattr(const char *path, struct stat *st, struct fuse_file_info *
 	case FS_N_SB:
 	case FS_N_RUNS:
 	case FS_N_RUN:
+	case FS_N_JOBS:
+	case FS_N_JOB:
 		fs_fill_dir(m, st, fs_node_mtime(m, &loc));
 		return 0;
 	case FS_N_WS: {
@@ -141,7 +143,25 @@ static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t
 		for (size_t i = 0; (d = fs_file_next(FS_IN_SB, &i));)
 			filler(buf, d->name, NULL, 0, 0);
 		filler(buf, "runs", NULL, 0, 0);
+		filler(buf, "jobs", NULL, 0, 0);
 		filler(buf, "workspace", NULL, 0, 0);
+		return 0;
+	case FS_N_JOBS: {
+		uint64_t *v;
+		size_t n = fs_job_numbers(m, loc.sb, &v);
+		if (!v)
+			return -ENOMEM;
+		for (size_t i = 0; i < n; i++) {
+			char name[24];
+			snprintf(name, sizeof(name), "%llu", (unsigned long long)v[i]);
+			filler(buf, name, NULL, 0, 0);
+		}
+		free(v);
+		return 0;
+	}
+	case FS_N_JOB:
+		for (size_t i = 0; (d = fs_file_next(FS_IN_JOB, &i));)
+			filler(buf, d->name, NULL, 0, 0);
 		return 0;
 	case FS_N_RUNS: {
 		pthread_mutex_lock(&m->lock);
@@ -196,7 +216,8 @@ static int fs_releasedir(const char *path, struct fuse_file_info *fi)
 
 static bool fs_file_writable(const struct fs_loc *loc)
 {
-	return (loc->node == FS_N_SBFILE || loc->node == FS_N_MFILE) &&
+	return (loc->node == FS_N_SBFILE || loc->node == FS_N_MFILE ||
+		loc->node == FS_N_JOBFILE) &&
 	       fs_file_def(loc->file)->write;
 }
 
@@ -218,7 +239,8 @@ static int fs_open(const char *path, struct fuse_file_info *fi)
 			return -ESTALE;
 		return rc;
 	}
-	if (loc.node != FS_N_SBFILE && loc.node != FS_N_RUNFILE && loc.node != FS_N_MFILE)
+	if (loc.node != FS_N_SBFILE && loc.node != FS_N_RUNFILE && loc.node != FS_N_MFILE &&
+	    loc.node != FS_N_JOBFILE)
 		return -EISDIR;
 	if ((fi->flags & O_ACCMODE) != O_RDONLY && !fs_file_writable(&loc))
 		return -EACCES;
@@ -289,6 +311,10 @@ static int fs_read(const char *path, char *buf, size_t size, off_t off,
 		return -EBADF;
 	struct fs_mount *m = fs_m();
 	struct fs_ctl_handle *h = (struct fs_ctl_handle *)hh;
+	/* stdout and stderr of a job: what it wrote so far */
+	if ((h->loc.file == FS_F_STDOUT || h->loc.file == FS_F_STDERR) &&
+	    h->loc.node == FS_N_JOBFILE)
+		return fs_job_read(m, &h->loc, buf, size, off, (fi->flags & O_NONBLOCK) != 0);
 	/* stdout and stderr of a run that streams: what it wrote so far */
 	if ((h->loc.file == FS_F_STDOUT || h->loc.file == FS_F_STDERR) &&
 	    (h->loc.node == FS_N_SBFILE || h->loc.node == FS_N_RUNFILE)) {
@@ -308,9 +334,12 @@ static int fs_read(const char *path, char *buf, size_t size, off_t off,
 			/* wait for the running command outside the handle
 			 * lock; a signal interrupts the wait */
 			pthread_mutex_unlock(&h->lock);
-			int w = fs_command_wait_idle(
-			    m, h->loc.sb, h->loc.node == FS_N_RUNFILE ? h->loc.seq : 0,
-			    (fi->flags & O_NONBLOCK) != 0);
+			bool nb = (fi->flags & O_NONBLOCK) != 0;
+			int w = h->loc.node == FS_N_JOBFILE
+				    ? fs_job_wait(m, &h->loc, nb)
+				    : fs_command_wait_idle(
+					  m, h->loc.sb,
+					  h->loc.node == FS_N_RUNFILE ? h->loc.seq : 0, nb);
 			if (w < 0)
 				return w;
 			pthread_mutex_lock(&h->lock);
@@ -400,7 +429,7 @@ static int fs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 	if (fs_file_writable(&loc))
 		return fs_file_truncate(m, &loc, size);
 	return loc.node == FS_N_SBFILE || loc.node == FS_N_RUNFILE ||
-		       loc.node == FS_N_MFILE
+		       loc.node == FS_N_MFILE || loc.node == FS_N_JOBFILE
 		   ? -EACCES
 		   : -EISDIR;
 }
@@ -445,6 +474,8 @@ static int fs_rmdir(const char *path)
 	case FS_N_ROOT:
 	case FS_N_RUNS:
 	case FS_N_RUN:
+	case FS_N_JOBS:
+	case FS_N_JOB: /* the history keeps max_runs jobs */
 		return -EPERM;
 	default:
 		return -ENOTDIR;

@@ -129,11 +129,17 @@ static int dump_one(void *ctx, const struct journal_record *r, uint64_t offset)
 	}
 	if (r->seq)
 		fprintf(out, " seq=%" PRIu64, r->seq);
+	if (r->job)
+		fprintf(out, " job=%" PRIu64, r->job);
+	if (r->pid)
+		fprintf(out, " pid=%ld", r->pid);
 	if (r->timeout_s)
 		fprintf(out, " timeout=%lds", r->timeout_s);
 	put_str(out, "command", r->command);
 	if (r->internal)
 		fputs(" internal", out);
+	if (r->kind == JOURNAL_JOB_EXITED)
+		fprintf(out, " exit=%d", r->exit_code);
 	if (r->kind == JOURNAL_EXEC_RESULT)
 		fprintf(out, " exit=%d duration=%ldms%s", r->exit_code, r->duration_ms,
 			r->truncated ? " truncated" : "");

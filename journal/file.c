@@ -350,7 +350,7 @@ static int mark_unknown(struct journal *j, size_t *count)
 	*count = 0;
 	for (size_t i = 0; i < j->st.count; i++) {
 		struct journal_sandbox *sb = &j->st.sandboxes[i];
-		size_t want = sb->nruns + 1;
+		size_t want = sb->nruns + sb->njobs + 1;
 		if (n + want > cap) {
 			cap = (n + want) * 2;
 			struct journal_record *nv = realloc(v, cap * sizeof(*v));
@@ -368,6 +368,14 @@ static int mark_unknown(struct journal *j, size_t *count)
 						       .seq = sb->runs[k].seq,
 						       .error = (char *)UNKNOWN_WHY};
 			n++;
+		}
+		for (size_t k = 0; k < sb->njobs; k++) {
+			if (sb->jobs[k].status != JOURNAL_JOBST_PENDING)
+				continue;
+			v[n++] = (struct journal_record){.kind = JOURNAL_JOB_UNKNOWN,
+							 .sandbox = sb->id,
+							 .job = sb->jobs[k].job,
+							 .error = (char *)UNKNOWN_WHY};
 		}
 		if (sb->state == JOURNAL_SB_CREATING)
 			v[n++] = (struct journal_record){.kind = JOURNAL_CREATE_UNKNOWN,

@@ -82,6 +82,16 @@ enum journal_kind {
 	JOURNAL_LINK_DONE,   /* sandbox, path, target: a link there (made by
 				the mount, or listed after a command) */
 	JOURNAL_LINK_GONE,   /* sandbox, path: no longer a link */
+	/* Background jobs (ID/spawn): the intent before the spawn is sent,
+	 * then what became of it. job is the job's number in its sandbox. */
+	JOURNAL_JOB_INTENT,  /* sandbox, job, command (the user's text), path =
+				its hidden directory in the workspace */
+	JOURNAL_JOB_STARTED, /* sandbox, job, pid (= its process group) */
+	JOURNAL_JOB_UNKNOWN, /* sandbox, job, error: the spawn's answer was lost
+				(never sent again) */
+	JOURNAL_JOB_NOT_RUN, /* sandbox, job, error: it did not start */
+	JOURNAL_JOB_EXITED,  /* sandbox, job, exit_code: seen ended */
+	JOURNAL_JOB_KILLED,  /* sandbox, job: stopped by its ctl's kill */
 	JOURNAL_KIND_MAX
 };
 
@@ -140,6 +150,9 @@ struct journal_record {
 	 * lines (values may be secrets: the dump never shows them). */
 	char *env;
 	char *target; /* LINK_INTENT, LINK_DONE: the link's target */
+	/* JOB_*: the job's number; SNAPSHOT: the highest ever used. */
+	uint64_t job;
+	long pid; /* JOB_STARTED: the job's process id and group */
 };
 #define JOURNAL_BOUND_NONE (-1L)
 void journal_record_clear(struct journal_record *r);
@@ -176,6 +189,27 @@ struct journal_run {
 	long duration_ms;
 	bool truncated;
 	struct journal_output out, err;
+	uint64_t started_ms, ended_ms;
+	char *error;
+};
+
+enum journal_job_status {
+	JOURNAL_JOBST_PENDING, /* intent only (live only: replay turns it
+				  into UNKNOWN) */
+	JOURNAL_JOBST_RUNNING, /* started; what it is now is in its directory */
+	JOURNAL_JOBST_EXITED,
+	JOURNAL_JOBST_KILLED,
+	JOURNAL_JOBST_UNKNOWN,
+	JOURNAL_JOBST_NOT_RUN,
+};
+
+struct journal_job {
+	uint64_t job;
+	char *command;
+	char *dir; /* its directory in the workspace root */
+	long pid;
+	enum journal_job_status status;
+	int exit_code; /* EXITED */
 	uint64_t started_ms, ended_ms;
 	char *error;
 };
@@ -222,12 +256,17 @@ struct journal_sandbox {
 	struct journal_link *links; /* sorted by path */
 	size_t nlinks;
 	char *last_error;
+	/* oldest first, at most max_runs */
+	struct journal_job *jobs;
+	size_t njobs;
+	uint64_t last_job; /* highest job number ever used */
 };
 
 struct journal_state {
 	struct journal_sandbox *sandboxes;
 	size_t count;
-	size_t max_runs; /* history bound per sandbox (default 100) */
+	size_t max_runs; /* history bound per sandbox, of runs and of jobs
+			    (default 100) */
 	uint64_t next_upload_id;
 };
 
@@ -285,7 +324,8 @@ struct journal;
 
 /* Opens (creating when missing) DIR/journal, replays it, cuts a torn tail,
  * appends *_UNKNOWN records for intents left without outcome (exec ->
- * EXEC_UNKNOWN, create -> CREATE_UNKNOWN, delete -> DELETE_UNCONFIRMED;
+ * EXEC_UNKNOWN, job -> JOB_UNKNOWN, create -> CREATE_UNKNOWN, delete ->
+ * DELETE_UNCONFIRMED;
  * pending uploads stay pending), registers DIR in the user's registry.
  * Returns 0, or -errno with report->message saying why (damage: -EBADMSG). */
 int journal_open(const struct journal_options *o, struct journal **out,

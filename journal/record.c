@@ -33,6 +33,12 @@ static const char *const kind_names[JOURNAL_KIND_MAX] = {
     [JOURNAL_LINK_INTENT] = "LINK_INTENT",
     [JOURNAL_LINK_DONE] = "LINK_DONE",
     [JOURNAL_LINK_GONE] = "LINK_GONE",
+    [JOURNAL_JOB_INTENT] = "JOB_INTENT",
+    [JOURNAL_JOB_STARTED] = "JOB_STARTED",
+    [JOURNAL_JOB_UNKNOWN] = "JOB_UNKNOWN",
+    [JOURNAL_JOB_NOT_RUN] = "JOB_NOT_RUN",
+    [JOURNAL_JOB_EXITED] = "JOB_EXITED",
+    [JOURNAL_JOB_KILLED] = "JOB_KILLED",
 };
 
 const char *journal_kind_name(enum journal_kind kind)
@@ -149,7 +155,8 @@ bool journal_record_equal(const struct journal_record *a, const struct journal_r
 	       a->sb_state == b->sb_state && a->owned == b->owned &&
 	       a->commands_run == b->commands_run && a->foreign == b->foreign &&
 	       journal_str_equal(a->spec, b->spec) && a->bound_s == b->bound_s &&
-	       journal_str_equal(a->env, b->env) && journal_str_equal(a->target, b->target);
+	       journal_str_equal(a->env, b->env) && journal_str_equal(a->target, b->target) &&
+	       a->job == b->job && a->pid == b->pid;
 }
 
 /* --- payload fields -------------------------------------------------------*/
@@ -192,6 +199,8 @@ enum tag {
 	T_BOUND,
 	T_ENV,
 	T_TARGET,
+	T_JOB,
+	T_PID,
 };
 
 struct wbuf {
@@ -320,6 +329,8 @@ int journal_encode(const struct journal_record *r, uint8_t **buf, size_t *len)
 	w_i64(&w, T_BOUND, r->bound_s);
 	w_str(&w, T_ENV, r->env);
 	w_str(&w, T_TARGET, r->target);
+	w_u64(&w, T_JOB, r->job);
+	w_i64(&w, T_PID, r->pid);
 	if (!w.err && w.len - JOURNAL_HEADER_SIZE > JOURNAL_MAX_PAYLOAD)
 		w.err = -EFBIG;
 	if (w.err) {
@@ -516,6 +527,12 @@ static int decode_field(struct journal_record *r, unsigned tag, const uint8_t *v
 	case T_BOUND:
 		rc = get_int(v, n, INT32_MIN, INT32_MAX, &x, why);
 		r->bound_s = (long)x;
+		return rc;
+	case T_JOB:
+		return get_u64(v, n, &r->job, why);
+	case T_PID:
+		rc = get_int(v, n, INT32_MIN, INT32_MAX, &x, why);
+		r->pid = (long)x;
 		return rc;
 	default:
 		return 0; /* a field from a later writer: skipped */

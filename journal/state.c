@@ -46,6 +46,14 @@ static void upload_free(struct journal_upload *u)
 	memset(u, 0, sizeof(*u));
 }
 
+static void job_free(struct journal_job *jb)
+{
+	free(jb->command);
+	free(jb->dir);
+	free(jb->error);
+	memset(jb, 0, sizeof(*jb));
+}
+
 static void sandbox_free(struct journal_sandbox *sb)
 {
 	free(sb->id);
@@ -62,6 +70,9 @@ static void sandbox_free(struct journal_sandbox *sb)
 		upload_free(&sb->uploads[i]);
 	free(sb->uploads);
 	journal_links_free(sb);
+	for (size_t i = 0; i < sb->njobs; i++)
+		job_free(&sb->jobs[i]);
+	free(sb->jobs);
 	free(sb->last_error);
 	memset(sb, 0, sizeof(*sb));
 }
@@ -326,6 +337,90 @@ static void apply_upload(struct journal_sandbox *sb, const struct journal_record
 	}
 }
 
+static struct journal_job *job_find(struct journal_sandbox *sb, uint64_t job)
+{
+	for (size_t i = 0; i < sb->njobs; i++)
+		if (sb->jobs[i].job == job)
+			return &sb->jobs[i];
+	return NULL;
+}
+
+/* Jobs are kept in number order, at most max_runs: the oldest is dropped
+ * (its directory in the workspace is the mount's to remove). */
+static void apply_job(struct journal_state *st, struct journal_sandbox *sb,
+		      const struct journal_record *r)
+{
+	if (!r->job)
+		return;
+	struct journal_job *jb = job_find(sb, r->job);
+	if (r->kind == JOURNAL_JOB_INTENT) {
+		if (r->job > sb->last_job)
+			sb->last_job = r->job;
+		if (jb) {
+			job_free(jb); /* the same intent again: it starts over */
+			jb->job = r->job;
+		} else {
+			if (sb->njobs && r->job < sb->jobs[0].job && sb->njobs >= st->max_runs)
+				return; /* older than every job kept */
+			if (sb->njobs >= st->max_runs) {
+				job_free(&sb->jobs[0]);
+				memmove(&sb->jobs[0], &sb->jobs[1],
+					(sb->njobs - 1) * sizeof(sb->jobs[0]));
+				sb->njobs--;
+			} else {
+				struct journal_job *v =
+				    realloc(sb->jobs, (sb->njobs + 1) * sizeof(*v));
+				if (!v)
+					return;
+				sb->jobs = v;
+			}
+			size_t pos = sb->njobs;
+			while (pos > 0 && sb->jobs[pos - 1].job > r->job)
+				pos--;
+			memmove(&sb->jobs[pos + 1], &sb->jobs[pos],
+				(sb->njobs - pos) * sizeof(sb->jobs[0]));
+			sb->njobs++;
+			jb = &sb->jobs[pos];
+			memset(jb, 0, sizeof(*jb));
+			jb->job = r->job;
+		}
+		set_str(&jb->command, r->command);
+		set_str(&jb->dir, r->path);
+		jb->status = JOURNAL_JOBST_PENDING;
+		jb->started_ms = r->time_ms;
+		return;
+	}
+	if (r->kind != JOURNAL_JOB_STARTED && r->kind != JOURNAL_JOB_EXITED &&
+	    r->kind != JOURNAL_JOB_KILLED && r->error)
+		set_str(&sb->last_error, r->error);
+	if (!jb)
+		return; /* an outcome without its intent, or dropped from history */
+	switch (r->kind) {
+	case JOURNAL_JOB_STARTED:
+		jb->status = JOURNAL_JOBST_RUNNING;
+		jb->pid = r->pid;
+		break;
+	case JOURNAL_JOB_EXITED:
+		jb->status = JOURNAL_JOBST_EXITED;
+		jb->exit_code = r->exit_code;
+		jb->ended_ms = r->time_ms;
+		break;
+	case JOURNAL_JOB_KILLED:
+		jb->status = JOURNAL_JOBST_KILLED;
+		jb->ended_ms = r->time_ms;
+		break;
+	case JOURNAL_JOB_UNKNOWN:
+		jb->status = JOURNAL_JOBST_UNKNOWN;
+		set_str(&jb->error, r->error);
+		break;
+	default:
+		jb->status = JOURNAL_JOBST_NOT_RUN;
+		jb->ended_ms = r->time_ms;
+		set_str(&jb->error, r->error);
+		break;
+	}
+}
+
 static void apply_snapshot(struct journal_sandbox *sb, const struct journal_record *r)
 {
 	if (r->sb_state >= JOURNAL_SB_CREATING && r->sb_state <= JOURNAL_SB_DETACHED)
@@ -345,6 +440,8 @@ static void apply_snapshot(struct journal_sandbox *sb, const struct journal_reco
 	sb->created_ms = r->time_ms;
 	sb->last_seq = r->seq;
 	sb->commands_run = r->commands_run;
+	if (r->job > sb->last_job)
+		sb->last_job = r->job;
 	set_str(&sb->last_error, r->error);
 }
 
@@ -443,6 +540,14 @@ void journal_state_apply(struct journal_state *st, const struct journal_record *
 	case JOURNAL_SET_CWD:
 		set_str(&sb->cwd, r->path && *r->path ? r->path : NULL);
 		break;
+	case JOURNAL_JOB_INTENT:
+	case JOURNAL_JOB_STARTED:
+	case JOURNAL_JOB_UNKNOWN:
+	case JOURNAL_JOB_NOT_RUN:
+	case JOURNAL_JOB_EXITED:
+	case JOURNAL_JOB_KILLED:
+		apply_job(st, sb, r);
+		break;
 	case JOURNAL_SNAPSHOT:
 		apply_snapshot(sb, r);
 		break;
@@ -501,7 +606,20 @@ int journal_state_copy(struct journal_state *dst, const struct journal_state *sr
 		d->last_error = dup_or_null(s->last_error, &err);
 		d->runs = NULL;
 		d->uploads = NULL;
-		d->nruns = d->nuploads = 0;
+		d->jobs = NULL;
+		d->nruns = d->nuploads = d->njobs = 0;
+		if (s->njobs && (d->jobs = calloc(s->njobs, sizeof(*d->jobs))))
+			d->njobs = s->njobs;
+		if (d->njobs != s->njobs)
+			err = -ENOMEM;
+		for (size_t k = 0; k < d->njobs; k++) {
+			const struct journal_job *sj = &s->jobs[k];
+			struct journal_job *dj = &d->jobs[k];
+			*dj = *sj;
+			dj->command = dup_or_null(sj->command, &err);
+			dj->dir = dup_or_null(sj->dir, &err);
+			dj->error = dup_or_null(sj->error, &err);
+		}
 		if (s->nruns && (d->runs = calloc(s->nruns, sizeof(*d->runs))))
 			d->nruns = s->nruns;
 		if (s->nuploads &&
@@ -553,6 +671,15 @@ static bool upload_eq(const struct journal_upload *a, const struct journal_uploa
 	       journal_str_equal(a->error, b->error);
 }
 
+static bool job_eq(const struct journal_job *a, const struct journal_job *b)
+{
+	return a->job == b->job && journal_str_equal(a->command, b->command) &&
+	       journal_str_equal(a->dir, b->dir) && a->pid == b->pid &&
+	       a->status == b->status && a->exit_code == b->exit_code &&
+	       a->started_ms == b->started_ms && a->ended_ms == b->ended_ms &&
+	       journal_str_equal(a->error, b->error);
+}
+
 static bool sandbox_eq(const struct journal_sandbox *a, const struct journal_sandbox *b)
 {
 	if (!journal_str_equal(a->id, b->id) || a->state != b->state ||
@@ -564,9 +691,13 @@ static bool sandbox_eq(const struct journal_sandbox *a, const struct journal_san
 	    a->idle_s != b->idle_s || a->timeout_s != b->timeout_s ||
 	    a->created_ms != b->created_ms || a->last_seq != b->last_seq ||
 	    a->commands_run != b->commands_run || a->nruns != b->nruns ||
-	    a->nuploads != b->nuploads ||
+	    a->nuploads != b->nuploads || a->njobs != b->njobs ||
+	    a->last_job != b->last_job ||
 	    !journal_str_equal(a->last_error, b->last_error))
 		return false;
+	for (size_t i = 0; i < a->njobs; i++)
+		if (!job_eq(&a->jobs[i], &b->jobs[i]))
+			return false;
 	for (size_t i = 0; i < a->nruns; i++)
 		if (!run_eq(&a->runs[i], &b->runs[i]))
 			return false;
@@ -585,138 +716,4 @@ bool journal_state_equal(const struct journal_state *a, const struct journal_sta
 		if (!sandbox_eq(&a->sandboxes[i], &b->sandboxes[i]))
 			return false;
 	return true;
-}
-
-/* --- the records that rebuild a state (compaction) ------------------------*/
-
-struct recs {
-	struct journal_record *v;
-	size_t n, cap;
-	int err;
-};
-
-static struct journal_record *recs_add(struct recs *rs, enum journal_kind kind,
-				       const char *sandbox, uint64_t time_ms)
-{
-	if (rs->err)
-		return NULL;
-	if (rs->n == rs->cap) {
-		size_t cap = rs->cap ? rs->cap * 2 : 64;
-		struct journal_record *v = realloc(rs->v, cap * sizeof(*v));
-		if (!v) {
-			rs->err = -ENOMEM;
-			return NULL;
-		}
-		rs->v = v;
-		rs->cap = cap;
-	}
-	struct journal_record *r = &rs->v[rs->n++];
-	memset(r, 0, sizeof(*r));
-	r->kind = kind;
-	r->time_ms = time_ms;
-	r->sandbox = dup_or_null(sandbox, &rs->err);
-	return r;
-}
-
-static void emit_run(struct recs *rs, const char *id, const struct journal_run *run)
-{
-	struct journal_record *r = recs_add(rs, JOURNAL_EXEC_INTENT, id, run->started_ms);
-	if (!r)
-		return;
-	r->seq = run->seq;
-	r->command = dup_or_null(run->command, &rs->err);
-	r->timeout_s = run->timeout_s;
-	r->internal = run->internal;
-	static const enum journal_kind outcome[] = {
-	    [JOURNAL_RUN_DONE] = JOURNAL_EXEC_RESULT,
-	    [JOURNAL_RUN_UNKNOWN] = JOURNAL_EXEC_UNKNOWN,
-	    [JOURNAL_RUN_NOT_RUN] = JOURNAL_EXEC_NOT_RUN,
-	};
-	if (run->status == JOURNAL_RUN_PENDING)
-		return;
-	if (!(r = recs_add(rs, outcome[run->status], id, run->ended_ms)))
-		return;
-	r->seq = run->seq;
-	r->error = dup_or_null(run->error, &rs->err);
-	if (run->status == JOURNAL_RUN_DONE) {
-		r->exit_code = run->exit_code;
-		r->duration_ms = run->duration_ms;
-		r->truncated = run->truncated;
-		copy_output(&r->out, &run->out, &rs->err);
-		copy_output(&r->err, &run->err, &rs->err);
-	}
-}
-
-static void emit_sandbox(struct recs *rs, const struct journal_sandbox *sb)
-{
-	struct journal_record *r;
-
-	for (size_t i = 0; i < sb->nruns; i++)
-		emit_run(rs, sb->id, &sb->runs[i]);
-	for (size_t i = 0; i < sb->nuploads; i++) {
-		const struct journal_upload *u = &sb->uploads[i];
-		if (!(r = recs_add(rs, JOURNAL_UPLOAD_INTENT, sb->id, 0)))
-			return;
-		r->upload_id = u->upload_id;
-		r->path = dup_or_null(u->path, &rs->err);
-		r->cache_file = dup_or_null(u->cache_file, &rs->err);
-		r->size = u->size;
-		r->checksum = u->checksum;
-		r->error = dup_or_null(u->error, &rs->err);
-		if (u->abandoned) {
-			if (!(r = recs_add(rs, JOURNAL_UPLOAD_ABANDONED, sb->id, 0)))
-				return;
-			r->upload_id = u->upload_id;
-			r->error = dup_or_null(u->error, &rs->err);
-		}
-	}
-	for (size_t i = 0; i < sb->nlinks; i++) {
-		if (!(r = recs_add(rs, JOURNAL_LINK_DONE, sb->id, 0)))
-			return;
-		if (journal_links_record(sb, i, r) < 0)
-			rs->err = -ENOMEM;
-	}
-	if (!(r = recs_add(rs, JOURNAL_SNAPSHOT, sb->id, sb->created_ms)))
-		return;
-	r->sb_state = (int)sb->state;
-	r->owned = sb->owned;
-	r->foreign = sb->foreign;
-	r->spec = dup_or_null(sb->spec, &rs->err);
-	r->bound_s = sb->bound_s;
-	r->url = dup_or_null(sb->url, &rs->err);
-	r->pool = dup_or_null(sb->pool, &rs->err);
-	r->image = dup_or_null(sb->image, &rs->err);
-	r->port = sb->port;
-	r->idle_s = sb->idle_s;
-	r->timeout_s = sb->timeout_s;
-	r->env = dup_or_null(sb->env, &rs->err);
-	r->path = dup_or_null(sb->cwd, &rs->err);
-	r->seq = sb->last_seq;
-	r->commands_run = sb->commands_run;
-	r->error = dup_or_null(sb->last_error, &rs->err);
-}
-
-int journal_state_records(const struct journal_state *st, struct journal_record **out,
-			  size_t *n)
-{
-	struct recs rs = {0};
-
-	for (size_t i = 0; i < st->count && !rs.err; i++)
-		emit_sandbox(&rs, &st->sandboxes[i]);
-	if (st->next_upload_id > 1) {
-		struct journal_record *r = recs_add(&rs, JOURNAL_SNAPSHOT, NULL, 0);
-		if (r)
-			r->upload_id = st->next_upload_id - 1;
-	}
-	if (rs.err) {
-		for (size_t i = 0; i < rs.n; i++)
-			journal_record_clear(&rs.v[i]);
-		free(rs.v);
-		*out = NULL;
-		*n = 0;
-		return rs.err;
-	}
-	*out = rs.v;
-	*n = rs.n;
-	return 0;
 }

@@ -30,7 +30,7 @@ bool fs_run_is_timeout(int exit_code, long timeout_s, long duration_ms);
  * applies its batched changes. */
 static __thread struct fs_sandbox *fs_seat_holder;
 
-struct fs_job {
+struct fs_exec {
 	struct fs_mount *m;
 	struct fs_sandbox *sb;
 	uint64_t seq;
@@ -50,42 +50,19 @@ struct fs_job {
 	int exit_code; /* valid when result == 0 */
 };
 
-static void fs_job_put(struct fs_job *job)
+static void fs_exec_put(struct fs_exec *ex)
 {
-	struct fs_mount *m = job->m;
+	struct fs_mount *m = ex->m;
 	pthread_mutex_lock(&m->lock);
-	bool last = --job->refs == 0;
+	bool last = --ex->refs == 0;
 	pthread_mutex_unlock(&m->lock);
 	if (!last)
 		return;
-	free(job->command);
-	free(job->send);
-	fs_stream_put(job->m, job->stream);
-	free(job->url);
-	free(job);
-}
-
-/* True when the FUSE request of the calling thread was interrupted or the
- * mount is going away. */
-bool fs_should_stop_waiting(struct fs_mount *m)
-{
-	if (atomic_load(&m->stopping))
-		return true;
-	if (m->kernel && m->kernel->interrupted())
-		return true;
-	if (m->kernel && m->kernel->exited(m))
-		return true;
-	return false;
-}
-
-int fs_wait_step(struct fs_mount *m, bool interruptible)
-{
-	if (interruptible && fs_should_stop_waiting(m))
-		return -EINTR;
-	struct timespec ts;
-	common_deadline_in(&ts, 50);
-	pthread_cond_timedwait(&m->cond, &m->lock, &ts);
-	return 0;
+	free(ex->command);
+	free(ex->send);
+	fs_stream_put(ex->m, ex->stream);
+	free(ex->url);
+	free(ex);
 }
 
 /* Stores one stream: inline when small, else a durable file under
@@ -216,30 +193,30 @@ static void fs_invalidate_workspace(struct fs_mount *m, struct fs_sandbox *sb,
 }
 
 /* Records the outcome in the journal and the model, frees the seat. */
-static void fs_job_finish(struct fs_job *job, enum backend_status st,
+static void fs_exec_finish(struct fs_exec *ex, enum backend_status st,
 			  struct backend_exec_result *res,
 			  const struct backend_error *err)
 {
-	struct fs_mount *m = job->m;
-	struct fs_sandbox *sb = job->sb;
+	struct fs_mount *m = ex->m;
+	struct fs_sandbox *sb = ex->sb;
 	struct journal_record r = {0};
 	r.sandbox = sb->id;
-	r.seq = job->seq;
+	r.seq = ex->seq;
 	struct journal_output out = {0}, errout = {0};
 	enum fs_run_status status;
 	int result = 0;
 	char why[640] = "";
 
 	if (st == BACKEND_OK) {
-		int rc = fs_output_store(m, sb->id, job->seq, "stdout",
+		int rc = fs_output_store(m, sb->id, ex->seq, "stdout",
 					 res->out ? res->out : "", res->out_len, &out);
 		if (rc == 0)
-			rc = fs_output_store(m, sb->id, job->seq, "stderr",
+			rc = fs_output_store(m, sb->id, ex->seq, "stderr",
 					     res->err ? res->err : "", res->err_len,
 					     &errout);
 		if (rc < 0) {
 			fs_log("sandbox %s run %llu: cannot store output: %s", sb->id,
-			       (unsigned long long)job->seq, strerror(-rc));
+			       (unsigned long long)ex->seq, strerror(-rc));
 			/* Keep no half-stored stream: empty and marked truncated. */
 			free(out.data);
 			free(out.file);
@@ -257,7 +234,7 @@ static void fs_job_finish(struct fs_job *job, enum backend_status st,
 		r.out = out;
 		r.err = errout;
 		status =
-		    fs_run_is_timeout(res->exit_code, job->timeout_s, res->duration_ms)
+		    fs_run_is_timeout(res->exit_code, ex->timeout_s, res->duration_ms)
 			? FS_RUN_TIMEOUT
 			: FS_RUN_EXITED;
 	} else {
@@ -265,9 +242,9 @@ static void fs_job_finish(struct fs_job *job, enum backend_status st,
 			       st == BACKEND_SERVER_ERROR || st == BACKEND_LOCAL;
 		/* A proxy cuts a request at the sandbox's bound: a 504, or
 		 * a connection closed once the bound has passed. */
-		bool cut = unknown && job->bound_s > 0 &&
+		bool cut = unknown && ex->bound_s > 0 &&
 			   (err->http_status == 504 ||
-			    common_now_ms() - job->sent_ms >= (uint64_t)job->bound_s * 1000);
+			    common_now_ms() - ex->sent_ms >= (uint64_t)ex->bound_s * 1000);
 		if (cut) {
 			r.kind = JOURNAL_EXEC_UNKNOWN;
 			status = FS_RUN_UNKNOWN;
@@ -276,8 +253,8 @@ static void fs_job_finish(struct fs_job *job, enum backend_status st,
 				 "outcome unknown: the request was cut at the sandbox's "
 				 "request bound (timeoutSeconds %ld s%s); the command "
 				 "may still run there (%s)",
-				 job->bound_s,
-				 job->sb->bound_s > 0 ? "" : ", assumed: not set by this mount",
+				 ex->bound_s,
+				 ex->sb->bound_s > 0 ? "" : ", assumed: not set by this mount",
 				 err->message);
 		} else if (unknown) {
 			r.kind = JOURNAL_EXEC_UNKNOWN;
@@ -305,11 +282,11 @@ static void fs_job_finish(struct fs_job *job, enum backend_status st,
 	int jrc = journal_append(m->journal, &r, false);
 	if (jrc < 0)
 		fs_log("sandbox %s run %llu: journal append failed: %s", sb->id,
-		       (unsigned long long)job->seq, strerror(-jrc));
+		       (unsigned long long)ex->seq, strerror(-jrc));
 
 	struct workspace *ws;
 	pthread_mutex_lock(&m->lock);
-	struct fs_run *run = fs_sandbox_run(sb, job->seq);
+	struct fs_run *run = fs_sandbox_run(sb, ex->seq);
 	if (run) {
 		run->status = status;
 		run->stream = NULL; /* readers now read the stored output */
@@ -347,18 +324,18 @@ static void fs_job_finish(struct fs_job *job, enum backend_status st,
 	 * holds of the results and of the workspace is older than the
 	 * command, and a script reads them right after its write. */
 	fs_invalidate_results(m, sb);
-	if (!job->internal && st != BACKEND_NOT_SENT)
+	if (!ex->internal && st != BACKEND_NOT_SENT)
 		fs_invalidate_workspace(m, sb, ws);
 
 	/* The command is over: the workspace's retries may go on (the seat
 	 * count is the workspace's own, so no order with the model's). */
-	workspace_seat(job->seat_ws, false);
+	workspace_seat(ex->seat_ws, false);
 	pthread_mutex_lock(&m->lock);
-	if (sb->busy && sb->busy_seq == job->seq)
+	if (sb->busy && sb->busy_seq == ex->seq)
 		sb->busy = false;
-	job->done = true;
-	job->result = result;
-	job->exit_code = st == BACKEND_OK ? res->exit_code : -1;
+	ex->done = true;
+	ex->result = result;
+	ex->exit_code = st == BACKEND_OK ? res->exit_code : -1;
 	if (status == FS_RUN_EXITED || status == FS_RUN_TIMEOUT)
 		atomic_fetch_add(&m->n.commands_exited, 1);
 	else if (status == FS_RUN_UNKNOWN)
@@ -369,99 +346,32 @@ static void fs_job_finish(struct fs_job *job, enum backend_status st,
 	pthread_mutex_unlock(&m->lock);
 }
 
-static void *fs_job_main(void *arg)
+static void *fs_exec_main(void *arg)
 {
-	struct fs_job *job = arg;
-	struct fs_mount *m = job->m;
+	struct fs_exec *ex = arg;
+	struct fs_mount *m = ex->m;
 	struct backend_exec_result res;
 	struct backend_error err;
 	memset(&res, 0, sizeof(res));
 	memset(&err, 0, sizeof(err));
 
-	job->sent_ms = common_now_ms();
-	if (job->stream)
-		fs_stream_start(job->stream);
+	ex->sent_ms = common_now_ms();
+	if (ex->stream)
+		fs_stream_start(ex->stream);
 	enum backend_status st =
-	    backend_execute(m->backend, job->url, job->send ? job->send : job->command,
-			    job->timeout_s, &res, &err);
-	if (job->stream) {
-		int src = fs_stream_finish(job->stream, st, &res);
+	    backend_execute(m->backend, ex->url, ex->send ? ex->send : ex->command,
+			    ex->timeout_s, &res, &err);
+	if (ex->stream) {
+		int src = fs_stream_finish(ex->stream, st, &res);
 		if (src < 0)
-			fs_log("sandbox %s run %llu: the rest of its output: %s", job->sb->id,
-			       (unsigned long long)job->seq, strerror(-src));
+			fs_log("sandbox %s run %llu: the rest of its output: %s", ex->sb->id,
+			       (unsigned long long)ex->seq, strerror(-src));
 	}
-	fs_job_finish(job, st, &res, &err);
+	fs_exec_finish(ex, st, &res, &err);
 	backend_exec_result_clear(&res);
-	fs_job_put(job);
+	fs_exec_put(ex);
 	fs_worker_exit(m);
 	return NULL;
-}
-
-void fs_worker_exit(struct fs_mount *m)
-{
-	pthread_mutex_lock(&m->lock);
-	for (size_t i = 0; i < m->nwk; i++)
-		if (pthread_equal(m->wk[i].tid, pthread_self()))
-			m->wk[i].finished = true;
-	pthread_mutex_unlock(&m->lock);
-	atomic_fetch_sub(&m->workers, 1);
-}
-
-/* Joins the command threads that have finished, up to 64 of them;
- * returns how many it joined. */
-static size_t fs_workers_reap(struct fs_mount *m)
-{
-	pthread_t done[64];
-	size_t n = 0;
-	pthread_mutex_lock(&m->lock);
-	for (size_t i = 0; i < m->nwk && n < 64;) {
-		if (m->wk[i].finished) {
-			done[n++] = m->wk[i].tid;
-			m->wk[i] = m->wk[--m->nwk];
-		} else {
-			i++;
-		}
-	}
-	pthread_mutex_unlock(&m->lock);
-	for (size_t i = 0; i < n; i++)
-		pthread_join(done[i], NULL);
-	return n;
-}
-
-int fs_worker_start(struct fs_mount *m, void *(*fn)(void *), void *arg)
-{
-	fs_workers_reap(m);
-	/* the worker must not take the signals meant for FUSE threads */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	pthread_mutex_lock(&m->lock);
-	int rc = -ENOMEM;
-	if (m->nwk == m->capwk) {
-		size_t cap = m->capwk ? m->capwk * 2 : 16;
-		struct fs_worker *n = realloc(m->wk, cap * sizeof(*n));
-		if (n) {
-			m->wk = n;
-			m->capwk = cap;
-		}
-	}
-	if (m->nwk < m->capwk) {
-		pthread_t tid;
-		atomic_fetch_add(&m->workers, 1);
-		rc = -pthread_create(&tid, NULL, fn, arg);
-		if (rc == 0) {
-			/* registered before the thread can look for itself:
-			 * it takes the lock to mark itself finished */
-			m->wk[m->nwk].tid = tid;
-			m->wk[m->nwk].finished = false;
-			m->nwk++;
-		} else {
-			atomic_fetch_sub(&m->workers, 1);
-		}
-	}
-	pthread_mutex_unlock(&m->lock);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return rc;
 }
 
 /* Marks a run that never reached the wire as failed and frees the seat
@@ -490,17 +400,26 @@ static void fs_run_abort(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq
 int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *command,
 		   size_t len, bool interruptible, bool internal, uint64_t *seq_out)
 {
+	struct fs_command_opts o = {.interruptible = interruptible, .internal = internal};
+	return fs_command_run_opts(m, sb, command, len, &o, seq_out);
+}
+
+int fs_command_run_opts(struct fs_mount *m, struct fs_sandbox *sb, const char *command,
+			size_t len, const struct fs_command_opts *o, uint64_t *seq_out)
+{
+	bool internal = o->internal, interruptible = o->interruptible;
 	if (len == 0 || memchr(command, '\0', len))
 		return -EINVAL;
 
 	/* What the run needs is allocated before the seat is taken, so that
 	 * running out of memory is an errno here, never an abort in a FUSE
 	 * operation or a seat left taken. */
-	char *cmd = strndup(command, len);	   /* the journal's, then the job's */
+	char *cmd = strndup(command, len);	   /* the journal's, then the worker's */
 	char *run_command = strndup(command, len); /* the run history's */
-	struct fs_job *job = calloc(1, sizeof(*job));
+	struct fs_exec *ex = calloc(1, sizeof(*ex));
+	char *osend = o->send ? strdup(o->send) : NULL;
 	int refused = -ENOMEM;
-	if (!cmd || !run_command || !job)
+	if (!cmd || !run_command || !ex || (o->send && !osend))
 		goto refuse;
 
 	/* A command the workspace runs from workspace_before_command, on
@@ -516,13 +435,14 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	}
 	/* A command the orchestrator's proxy would cut is never sent: its
 	 * outcome could only be unknown (DESIGN.md §4, request bounds). */
-	if (fs_timeout_check(sb, fs_sandbox_timeout(m, sb)) < 0) {
+	long timeout_s = o->timeout_s > 0 ? o->timeout_s : fs_sandbox_timeout(m, sb);
+	if (fs_timeout_check(sb, timeout_s) < 0) {
 		char why[256];
 		snprintf(why, sizeof(why),
 			 "not sent: the command timeout (%ld s, 0 = none) is not under "
 			 "the sandbox's request bound (%ld s%s); write a smaller one to "
 			 "timeout",
-			 fs_sandbox_timeout(m, sb), fs_sandbox_bound(sb),
+			 timeout_s, fs_sandbox_bound(sb),
 			 sb->bound_s > 0 ? "" : ", assumed");
 		(void)fs_set_str(&sb->last_error, why);
 		pthread_mutex_unlock(&m->lock);
@@ -552,7 +472,7 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 	 * this mount; they run as commands of their own, numbered before
 	 * this one. An upload that cannot be delivered stops the command. */
 	char refusal[640] = "";
-	if (!internal && ws) {
+	if ((!internal || o->flush) && ws) {
 		fs_seat_holder = sb;
 		int wrc = workspace_before_command(ws, refusal, sizeof(refusal));
 		fs_seat_holder = NULL;
@@ -574,7 +494,6 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 		goto refuse;
 	}
 	uint64_t seq = ++sb->last_seq;
-	long timeout_s = fs_sandbox_timeout(m, sb);
 	long bound_s = fs_sandbox_bound(sb);
 	if (!nested)
 		sb->busy_seq = seq;
@@ -592,10 +511,11 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 		*seq_out = seq;
 
 	/* Its stdin goes up and its env and cwd wrap it (runenv.c). */
-	char *send = NULL;
+	char *send = osend; /* internal: as given, or the command */
+	osend = NULL;
 	bool upload_pending = refusal[0] != '\0';
 	if (!refusal[0] && !internal && url) {
-		int prc = fs_command_prepare(m, sb, url, seq, cmd, &send, refusal,
+		int prc = fs_command_prepare(m, sb, url, seq, cmd, true, &send, refusal,
 					     sizeof(refusal));
 		if (prc < 0 && !refusal[0])
 			snprintf(refusal, sizeof(refusal), "not sent: %s", strerror(-prc));
@@ -638,11 +558,13 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 		free(cmd);
 		free(send);
 		free(url);
-		free(job);
+		free(ex);
 		return -EIO;
 	}
 
 	int rc = url ? fs_sandbox_adopt(m, sb) : -ENOMEM;
+	if (rc == 0 && o->before)
+		rc = o->before(o->ctx, seq);
 	struct journal_record r = {.kind = JOURNAL_EXEC_INTENT};
 	r.sandbox = sb->id;
 	r.seq = seq;
@@ -661,47 +583,48 @@ int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *comman
 		free(cmd);
 		free(send);
 		free(url);
-		free(job);
+		free(ex);
 		return -EIO;
 	}
 
-	job->m = m;
-	job->sb = sb;
-	job->seq = seq;
-	job->command = cmd;
-	job->url = url;
-	job->send = send;
-	job->stream = stream;
-	job->timeout_s = timeout_s;
-	job->bound_s = bound_s;
-	job->internal = internal;
-	job->seat_ws = seat_ws;
-	job->refs = 2;
+	ex->m = m;
+	ex->sb = sb;
+	ex->seq = seq;
+	ex->command = cmd;
+	ex->url = url;
+	ex->send = send;
+	ex->stream = stream;
+	ex->timeout_s = timeout_s;
+	ex->bound_s = bound_s;
+	ex->internal = internal;
+	ex->seat_ws = seat_ws;
+	ex->refs = 2;
 
-	if (nested || fs_worker_start(m, fs_job_main, job) != 0) {
+	if (nested || fs_worker_start(m, fs_exec_main, ex) != 0) {
 		/* nested, or no thread: run it here, uninterruptibly */
 		atomic_fetch_add(&m->workers, 1);
-		fs_job_main(job);
+		fs_exec_main(ex);
 	}
 
 	pthread_mutex_lock(&m->lock);
-	while (!job->done) {
+	while (!ex->done) {
 		if (fs_wait_step(m, interruptible) < 0) {
 			pthread_mutex_unlock(&m->lock);
 			atomic_fetch_add(&m->n.interrupted_writes, 1);
-			fs_job_put(job);
+			fs_exec_put(ex);
 			return -EINTR;
 		}
 	}
-	rc = job->result;
+	rc = ex->result;
 	pthread_mutex_unlock(&m->lock);
-	fs_job_put(job);
+	fs_exec_put(ex);
 	return rc;
 
 refuse: /* before the seat was taken: nothing to undo but memory */
+	free(osend);
 	free(cmd);
 	free(run_command);
-	free(job);
+	free(ex);
 	return refused;
 }
 
@@ -767,14 +690,4 @@ int fs_command_exec_cb(void *ctx, const char *sandbox_id, const char *command,
 		*exit_code = r->exit_code;
 	pthread_mutex_unlock(&m->lock);
 	return r ? 0 : -EIO;
-}
-
-int fs_command_drain(struct fs_mount *m, int seconds)
-{
-	for (int i = 0; i < seconds * 20 && atomic_load(&m->workers) > 0; i++)
-		usleep(50000);
-	/* every finished thread is joined before the backend goes */
-	while (fs_workers_reap(m) > 0)
-		;
-	return atomic_load(&m->workers);
 }

@@ -23,6 +23,8 @@ struct fs_run *fs_loc_run(const struct fs_loc *loc)
 
 uint64_t fs_node_mtime(struct fs_mount *m, const struct fs_loc *loc)
 {
+	if (loc->node == FS_N_JOB || loc->node == FS_N_JOBFILE || loc->node == FS_N_JOBS)
+		return fs_job_mtime(m, loc);
 	uint64_t t = m->mount_ms;
 	if (!loc->sb)
 		return t;
@@ -559,6 +561,8 @@ int fs_render(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *
 {
 	*buf = NULL;
 	*len = 0;
+	if (loc->node == FS_N_JOBFILE)
+		return fs_job_render(m, loc, buf, len);
 	if (loc->node != FS_N_MFILE && loc->node != FS_N_SBFILE && loc->node != FS_N_RUNFILE)
 		return -EISDIR;
 	return fs_file_def(loc->file)->render(m, loc, buf, len);
@@ -568,6 +572,8 @@ off_t fs_render_size(struct fs_mount *m, const struct fs_loc *loc)
 {
 	if (loc->file == FS_F_STDIN)
 		return fs_stdin_size(m, loc->sb);
+	if (loc->node == FS_N_JOBFILE && (loc->file == FS_F_STDOUT || loc->file == FS_F_STDERR))
+		return fs_job_output_size(m, loc);
 	if (loc->file == FS_F_STDOUT || loc->file == FS_F_STDERR) {
 		/* output files are not read for a stat */
 		off_t size = 0;
@@ -605,6 +611,8 @@ int fs_xattrs(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *
 	if (!f)
 		return -ENOMEM;
 	char tmp[64];
+	if (loc->node == FS_N_JOB)
+		fs_job_xattrs(m, loc, f);
 	pthread_mutex_lock(&m->lock);
 	struct fs_sandbox *sb = loc->sb;
 	if (loc->node == FS_N_SB) {

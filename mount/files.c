@@ -21,10 +21,13 @@ FS_WRITE_FN(fs_write_timeout);
 FS_WRITE_FN(fs_write_env);
 FS_WRITE_FN(fs_write_cwd);
 FS_WRITE_FN(fs_write_stdin);
+FS_WRITE_FN(fs_write_spawn);
+FS_WRITE_FN(fs_write_jobctl);
 
 #define SB FS_IN_SB
 #define RUN FS_IN_RUN
 #define MDIR FS_IN_MDIR
+#define JOB FS_IN_JOB
 
 /* In listing order. Columns: the file, its name, where it appears, its
  * mode, whether a read waits for the running command, whether a write may
@@ -32,20 +35,22 @@ FS_WRITE_FN(fs_write_stdin);
  * read would give now (not for files that change as they are read or cost
  * a request), what renders it, what a write does. */
 static const struct fs_file_def fs_files[] = {
-    /* ID/ and ID/runs/SEQ/ */
+    /* ID/, ID/runs/SEQ/ and ID/jobs/N/ (whose files jobs.c renders) */
     {FS_F_CTL, "ctl", SB, 0600, false, true, false, fs_render_empty, fs_write_ctl},
-    {FS_F_COMMAND, "command", RUN, 0444, false, false, true, fs_render_command, NULL},
-    {FS_F_STDOUT, "stdout", SB | RUN, 0444, true, false, true, fs_render_output, NULL},
-    {FS_F_STDERR, "stderr", SB | RUN, 0444, true, false, true, fs_render_output, NULL},
-    {FS_F_EXIT, "exit", SB | RUN, 0444, true, false, true, fs_render_line, NULL},
-    {FS_F_STATUS, "status", SB | RUN, 0444, false, false, true, fs_render_line, NULL},
+    {FS_F_JOBCTL, "ctl", JOB, 0600, false, true, false, fs_render_empty, fs_write_jobctl},
+    {FS_F_COMMAND, "command", RUN | JOB, 0444, false, false, true, fs_render_command, NULL},
+    {FS_F_STDOUT, "stdout", SB | RUN | JOB, 0444, true, false, true, fs_render_output, NULL},
+    {FS_F_STDERR, "stderr", SB | RUN | JOB, 0444, true, false, true, fs_render_output, NULL},
+    {FS_F_EXIT, "exit", SB | RUN | JOB, 0444, true, false, true, fs_render_line, NULL},
+    {FS_F_STATUS, "status", SB | RUN | JOB, 0444, false, false, true, fs_render_line, NULL},
     {FS_F_LAST, "last", SB, 0444, false, false, true, fs_render_line, NULL},
     {FS_F_TIMEOUT, "timeout", SB, 0644, false, false, true, fs_render_line, fs_write_timeout},
     {FS_F_STATE, "state", SB, 0444, false, false, true, fs_render_line, NULL},
-    {FS_F_INFO, "info", SB | RUN, 0444, false, false, true, fs_render_info, NULL},
+    {FS_F_INFO, "info", SB | RUN | JOB, 0444, false, false, true, fs_render_info, NULL},
     {FS_F_ENV, "env", SB, 0600, false, false, true, fs_render_env, fs_write_env},
     {FS_F_CWD, "cwd", SB, 0644, false, false, true, fs_render_cwd, fs_write_cwd},
     {FS_F_STDIN, "stdin", SB, 0600, false, false, true, fs_render_stdin, fs_write_stdin},
+    {FS_F_SPAWN, "spawn", SB, 0600, false, true, false, fs_render_empty, fs_write_spawn},
     /* .sandboxfs/ */
     {FS_F_MCTL, "ctl", MDIR, 0600, false, true, false, fs_render_empty, fs_write_mctl},
     {FS_F_HEALTH, "health", MDIR, 0444, false, false, false, fs_render_health, NULL},
@@ -57,6 +62,7 @@ static const struct fs_file_def fs_files[] = {
 #undef SB
 #undef RUN
 #undef MDIR
+#undef JOB
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -80,7 +86,8 @@ const struct fs_file_def *fs_file_next(unsigned in, size_t *i)
 
 bool fs_file_waits(const struct fs_loc *loc)
 {
-	return (loc->node == FS_N_SBFILE || loc->node == FS_N_RUNFILE) &&
+	return (loc->node == FS_N_SBFILE || loc->node == FS_N_RUNFILE ||
+		loc->node == FS_N_JOBFILE) &&
 	       fs_file_def(loc->file)->waits;
 }
 
@@ -107,6 +114,22 @@ static bool fs_segment(const char **p, const char **seg, size_t *len)
 		(*p)++;
 	*len = (size_t)(*p - *seg);
 	return true;
+}
+
+/* A run's or a job's number: decimal, no leading zero, not 0. */
+static int fs_number(const char *seg, size_t len, uint64_t *out)
+{
+	char num[24];
+	if (len >= sizeof(num) || seg[0] == '0')
+		return -ENOENT;
+	memcpy(num, seg, len);
+	num[len] = '\0';
+	char *end;
+	unsigned long long n = strtoull(num, &end, 10);
+	if (*end || n == 0 || !isdigit((unsigned char)num[0]))
+		return -ENOENT;
+	*out = n;
+	return 0;
 }
 
 int fs_resolve(struct fs_mount *m, const char *path, struct fs_loc *loc)
@@ -161,19 +184,29 @@ int fs_resolve(struct fs_mount *m, const char *path, struct fs_loc *loc)
 		loc->rel = p;
 		return 0;
 	}
+	if (len == 4 && memcmp(seg, "jobs", 4) == 0) {
+		if (!fs_segment(&p, &seg, &len)) {
+			loc->node = FS_N_JOBS;
+			return 0;
+		}
+		if (fs_number(seg, len, &loc->seq) < 0 || !fs_job_exists(m, sb, loc->seq))
+			return -ENOENT;
+		if (!fs_segment(&p, &seg, &len)) {
+			loc->node = FS_N_JOB;
+			return 0;
+		}
+		if (fs_match(seg, len, FS_IN_JOB, &loc->file) < 0)
+			return -ENOENT;
+		loc->node = FS_N_JOBFILE;
+		return fs_segment(&p, &seg, &len) ? -ENOTDIR : 0;
+	}
 	if (len == 4 && memcmp(seg, "runs", 4) == 0) {
 		if (!fs_segment(&p, &seg, &len)) {
 			loc->node = FS_N_RUNS;
 			return 0;
 		}
-		char num[24];
-		if (len >= sizeof(num) || seg[0] == '0')
-			return -ENOENT;
-		memcpy(num, seg, len);
-		num[len] = '\0';
-		char *end;
-		unsigned long long seq = strtoull(num, &end, 10);
-		if (*end || seq == 0)
+		uint64_t seq;
+		if (fs_number(seg, len, &seq) < 0)
 			return -ENOENT;
 		pthread_mutex_lock(&m->lock);
 		bool have = fs_sandbox_user_run(sb, seq) != NULL;
@@ -236,6 +269,35 @@ FS_WRITE_FN(fs_write_ctl)
 	if (rc == -EINTR || (rc == -EIO && fs_command_unknown(m, h->loc.sb, seq)))
 		h->sent_unknown = true;
 	return rc;
+}
+
+/* spawn: one write is one job, as ctl's one command */
+FS_WRITE_FN(fs_write_spawn)
+{
+	(void)off;
+	if (h->refused || size > fs_max_command() ||
+	    (size >= 4096 && size % 4096 == 0 && buf[size - 1] != '\n')) {
+		h->refused = true;
+		atomic_fetch_add(&m->n.efbig_refused, 1);
+		return -EFBIG;
+	}
+	if (h->sent_unknown)
+		return -EIO;
+	int rc = fs_job_spawn(m, h->loc.sb, buf, size);
+	if (rc == -EIO)
+		h->sent_unknown = true; /* a write again must not start it twice */
+	return rc;
+}
+
+/* jobs/N/ctl: "kill" */
+FS_WRITE_FN(fs_write_jobctl)
+{
+	(void)off;
+	while (size && (buf[size - 1] == '\n' || buf[size - 1] == ' '))
+		size--;
+	if (size == 4 && memcmp(buf, "kill", 4) == 0)
+		return fs_job_kill(m, h->loc.sb, h->loc.seq);
+	return -EINVAL;
 }
 
 FS_WRITE_FN(fs_write_mctl)

@@ -68,10 +68,10 @@ static void fs_keepalive_pass(struct fs_mount *m)
 			continue;
 		}
 		pthread_mutex_lock(&m->lock);
-		bool busy = sb->busy;
+		bool busy = sb->busy || fs_jobs_running(sb);
 		struct workspace *ws = sb->ws;
 		pthread_mutex_unlock(&m->lock);
-		/* Held: a command runs, or a file is open or unsaved. */
+		/* Held: a command or a job runs, or a file is open or unsaved. */
 		if (busy || workspace_held(ws)) {
 			struct backend_error err = {0};
 			enum backend_status st = backend_health(m->backend, due[i].url, &err);

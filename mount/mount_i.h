@@ -66,6 +66,18 @@ struct fs_run {
 	struct fs_stream *stream;
 };
 
+/* The status file of a background job (jobs.c). */
+enum fs_job_status {
+	FS_JOB_STARTING, /* its spawn is under way (shown as running) */
+	FS_JOB_RUNNING,
+	FS_JOB_EXITED,
+	FS_JOB_KILLED,
+	FS_JOB_UNKNOWN,
+	FS_JOB_FAILED, /* it did not start */
+};
+const char *fs_job_status_name(enum fs_job_status s);
+struct fs_job;
+
 struct fs_sandbox {
 	char *id;	       /* fixed for the object's life */
 	bool present;	       /* shown in the root */
@@ -98,6 +110,10 @@ struct fs_sandbox {
 	/* oldest first, at most opt.max_runs (internal ones dropped first) */
 	struct fs_run *runs;
 	size_t nruns;
+	/* background jobs, oldest first, at most opt.max_runs (jobs.c) */
+	struct fs_job **jobs;
+	size_t njobs;
+	uint64_t last_job;
 	bool busy; /* a command of this mount holds the seat */
 	uint64_t busy_seq;
 	bool lifecycle_busy; /* a create/delete is in flight */
@@ -295,6 +311,24 @@ int fs_sandbox_set_timeout(struct fs_mount *m, struct fs_sandbox *sb, long t);
  * sequence number. Returns 0 or -errno per DESIGN.md §2. */
 int fs_command_run(struct fs_mount *m, struct fs_sandbox *sb, const char *command,
 		   size_t len, bool interruptible, bool internal, uint64_t *seq_out);
+/* fs_command_run with more said: what the mount runs for a job. */
+struct fs_command_opts {
+	bool interruptible;
+	bool internal;
+	/* internal, yet what was written here reaches the sandbox first, as
+	 * before the user's own commands (a job's spawn) */
+	bool flush;
+	/* internal: sent instead of the command, which is what the journal
+	 * and the run history keep (NULL: the command) */
+	const char *send;
+	long timeout_s; /* > 0: instead of the sandbox's timeout */
+	/* called once the seat is held and the run numbered, before its
+	 * intent is journaled; a negative errno stops it unsent */
+	int (*before)(void *ctx, uint64_t seq);
+	void *ctx;
+};
+int fs_command_run_opts(struct fs_mount *m, struct fs_sandbox *sb, const char *command,
+			size_t len, const struct fs_command_opts *o, uint64_t *seq_out);
 /* True when run seq of sb was sent and its outcome is unknown (takes the
  * lock). */
 bool fs_command_unknown(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq);
@@ -337,16 +371,29 @@ int fs_stdin_write(struct fs_mount *m, struct fs_sandbox *sb, const char *buf, s
 		   off_t off);
 int fs_stdin_truncate(struct fs_mount *m, struct fs_sandbox *sb);
 off_t fs_stdin_size(struct fs_mount *m, const struct fs_sandbox *sb);
-/* What to send for a command: NULL in *send when nothing is set (the
- * user's text as is), else a malloc'ed sh wrapper that takes the waiting
- * stdin (uploaded here, under a hidden name), enters cwd, exports env and
- * evals the user's text. 0, or -errno with why set (the command must not
- * be sent). */
 /* "eval 'command'", quoted for sh; malloc'ed, NULL when out of memory. */
 char *fs_sh_eval(const char *command);
+/* What to send for a command: NULL in *send when nothing is set (the
+ * user's text as is), else a malloc'ed sh wrapper that takes the waiting
+ * stdin (with take_stdin; uploaded here, under a hidden name), enters cwd,
+ * exports env and evals the user's text. 0, or -errno with why set (the
+ * command must not be sent). */
 int fs_command_prepare(struct fs_mount *m, struct fs_sandbox *sb, const char *url,
-		       uint64_t seq, const char *command, char **send,
+		       uint64_t seq, const char *command, bool take_stdin, char **send,
 		       char *why, size_t whylen);
+
+/* --- background jobs (jobs.c); these take the lock themselves -----------*/
+/* ID/spawn: starts text (one trailing newline dropped) detached, as job
+ * last_job + 1. 0, or -errno: EBUSY (the seat is taken), ENOTCONN, EIO
+ * (not started, or its outcome is unknown: the job shows why). */
+int fs_job_spawn(struct fs_mount *m, struct fs_sandbox *sb, const char *text, size_t len);
+/* jobs/N/ctl "kill": TERM to its process group, KILL after a grace. 0 or
+ * -errno (EBUSY: the seat is taken). */
+int fs_job_kill(struct fs_mount *m, struct fs_sandbox *sb, uint64_t n);
+/* True when a job of sb runs, as far as this mount knows (lock held). */
+bool fs_jobs_running(const struct fs_sandbox *sb);
+/* The jobs of a replayed sandbox (start-up, no lock). */
+int fs_jobs_load(struct fs_mount *m, struct fs_sandbox *sb, const struct journal_sandbox *j);
 
 /* --- output while a command runs (stream.c) ------------------------------*/
 struct fs_stream;

@@ -19,6 +19,9 @@ enum fs_node {
 	FS_N_RUN,     /* ID/runs/SEQ/ */
 	FS_N_RUNFILE, /* ID/runs/SEQ/FILE */
 	FS_N_WS,      /* ID/workspace[/REL] */
+	FS_N_JOBS,    /* ID/jobs/ */
+	FS_N_JOB,     /* ID/jobs/N/ */
+	FS_N_JOBFILE, /* ID/jobs/N/FILE */
 };
 
 enum fs_file {
@@ -40,13 +43,15 @@ enum fs_file {
 	FS_F_ENV,
 	FS_F_CWD,
 	FS_F_STDIN,
+	FS_F_SPAWN,
+	FS_F_JOBCTL,
 };
 
 struct fs_loc {
 	enum fs_node node;
 	enum fs_file file;
 	struct fs_sandbox *sb;
-	uint64_t seq;	 /* FS_N_RUN, FS_N_RUNFILE */
+	uint64_t seq;	 /* FS_N_RUN, FS_N_RUNFILE; the job's number in FS_N_JOB* */
 	const char *rel; /* FS_N_WS: "" or a relative path (points into path) */
 };
 
@@ -78,6 +83,7 @@ enum {
 	FS_IN_SB = 1,	/* ID/ */
 	FS_IN_RUN = 2,	/* ID/runs/SEQ/ */
 	FS_IN_MDIR = 4, /* .sandboxfs/ */
+	FS_IN_JOB = 8,	/* ID/jobs/N/ */
 };
 
 typedef int fs_render_fn(struct fs_mount *m, const struct fs_loc *loc, char **buf,
@@ -126,6 +132,24 @@ int fs_stream_read(struct fs_mount *m, const struct fs_loc *loc, char *buf, size
 int fs_stream_open_wait(struct fs_mount *m, const struct fs_loc *loc, bool wait);
 /* The run a file speaks of (m->lock held): the latest, or runs/SEQ. */
 struct fs_run *fs_loc_run(const struct fs_loc *loc);
+
+/* The files of jobs/N/ (jobs.c); these take the lock themselves. */
+/* stdout or stderr: what the job wrote so far; a read at the end waits for
+ * more or for its end (-EAGAIN with nonblock, -EINTR). */
+int fs_job_read(struct fs_mount *m, const struct fs_loc *loc, char *buf, size_t size,
+		off_t off, bool nonblock);
+/* exit: waits for the job's end (-EAGAIN with nonblock, -EINTR). */
+int fs_job_wait(struct fs_mount *m, const struct fs_loc *loc, bool nonblock);
+/* command, status, exit, info (status and info list its directory first,
+ * at most once a second), ctl. */
+int fs_job_render(struct fs_mount *m, const struct fs_loc *loc, char **buf, size_t *len);
+off_t fs_job_output_size(struct fs_mount *m, const struct fs_loc *loc);
+uint64_t fs_job_mtime(struct fs_mount *m, const struct fs_loc *loc);
+/* Its extended attributes, "name\0value\0" pairs onto f. */
+void fs_job_xattrs(struct fs_mount *m, const struct fs_loc *loc, FILE *f);
+bool fs_job_exists(struct fs_mount *m, struct fs_sandbox *sb, uint64_t n);
+/* The numbers of sb's jobs, oldest first, into a malloc'ed *out. */
+size_t fs_job_numbers(struct fs_mount *m, struct fs_sandbox *sb, uint64_t **out);
 
 /* Resolves path; 0 or -ENOENT. */
 int fs_resolve(struct fs_mount *m, const char *path, struct fs_loc *loc);

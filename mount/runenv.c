@@ -230,7 +230,7 @@ static bool fs_put_quoted(FILE *f, const char *s)
 }
 
 int fs_command_prepare(struct fs_mount *m, struct fs_sandbox *sb, const char *url,
-		       uint64_t seq, const char *command, char **send,
+		       uint64_t seq, const char *command, bool take_stdin, char **send,
 		       char *why, size_t whylen)
 {
 	*send = NULL;
@@ -245,7 +245,7 @@ int fs_command_prepare(struct fs_mount *m, struct fs_sandbox *sb, const char *ur
 	char path[4096];
 	int fd = -1;
 	struct stat st;
-	if (rc == 0 && fs_stdin_path(m, sb->id, path, sizeof(path)) == 0 &&
+	if (rc == 0 && take_stdin && fs_stdin_path(m, sb->id, path, sizeof(path)) == 0 &&
 	    (fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0 && fstat(fd, &st) == 0 &&
 	    st.st_size > 0) {
 		snprintf(stdin_name, sizeof(stdin_name), FS_STDIN_NAME "%llu",

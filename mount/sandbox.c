@@ -369,6 +369,8 @@ int fs_model_load(struct fs_mount *m, const struct journal_state *st)
 			sb->attached = false;
 			break;
 		}
+		if (fs_jobs_load(m, sb, j) < 0)
+			return -ENOMEM;
 		for (size_t k = 0; k < j->nruns; k++) {
 			struct fs_run *r = fs_sandbox_push_run(m, sb);
 			if (!r)

@@ -22,6 +22,7 @@
  * whose status the wrapper exits with.
  */
 #include "node_i.h"
+#include "spool_i.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,9 +37,6 @@
 
 #include "common/files.h"
 
-/* split -b: one piece, under the contract's 1 MiB so that the change list
- * fits beside a whole one in the answer */
-#define FS_PIECE (960 * 1024)
 #define FS_POLL_MS 500
 #define FS_MARKER "sandboxfs-stream "
 #define FS_CHANGED "sandboxfs-changed "
@@ -57,13 +55,6 @@
 	"'for f; do stat -c \"%f %Y %s %n\" \"$f\" && { readlink -n -- \"$f\"; echo; }; "   \
 	"done' sh {} + -o -exec stat -c '%f %Y %s %n' {} + \\) 2>/dev/null"
 
-struct fs_spool {
-	int fd;
-	char path[4096];
-	uint64_t have;	/* bytes readers may read (guarded by m->lock) */
-	size_t piece;	/* first piece not fetched whole */
-	bool truncated; /* max_output reached */
-};
 
 struct fs_stream {
 	struct fs_mount *m;
@@ -107,22 +98,12 @@ int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const
 	pthread_mutex_init(&s->lock, NULL);
 	common_cond_init(&s->cv);
 	s->plain = !m->opt.stream_on;
-	char dir[4096];
-	snprintf(dir, sizeof(dir), "%s/spool", m->state_dir);
 	int rc = !s->id || !s->url ? -ENOMEM : 0;
 	for (int i = 0; rc == 0 && !s->plain && i < 2; i++) {
-		int n = snprintf(s->s[i].path, sizeof(s->s[i].path), "%.3900s/%s.%" PRIu64 ".%s",
-				 dir, sb->id, seq, i ? "stderr" : "stdout");
-		if (n < 0 || (size_t)n >= sizeof(s->s[i].path)) {
-			rc = -ENAMETOOLONG;
-			break;
-		}
-		int flags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC;
-		s->s[i].fd = open(s->s[i].path, flags, 0600);
-		if (s->s[i].fd < 0 && errno == ENOENT && common_mkdirs(dir, 0700) == 0)
-			s->s[i].fd = open(s->s[i].path, flags, 0600); /* the first run */
-		if (s->s[i].fd < 0)
-			rc = -errno;
+		char name[128];
+		snprintf(name, sizeof(name), "%s.%" PRIu64 ".%s", sb->id, seq,
+			 i ? "stderr" : "stdout");
+		rc = fs_spool_open(m, &s->s[i], name);
 	}
 	char *buf = NULL;
 	size_t blen = 0;
@@ -183,67 +164,11 @@ done:
 	return 0;
 }
 
-/* One pass: lists the directory and fetches the pieces not yet whole
- * (all of them once the run ended: final). Returns 0, or -ENOENT when the
- * directory is not there (not yet, or the command ran plainly). */
+/* One pass over the run's directory (fs_pieces_pass). */
 static int fs_stream_pass(struct fs_stream *s, bool final)
 {
-	struct fs_mount *m = s->m;
-	struct backend_listing l;
-	struct backend_error err;
-	if (backend_list(m->backend, s->url, s->dir, &l, &err) != BACKEND_OK)
-		return -ENOENT;
-	for (int i = 0; i < 2; i++) {
-		struct fs_spool *sp = &s->s[i];
-		const char *prefix = i ? "err." : "out.";
-		size_t k = 0; /* index among this stream's pieces */
-		size_t npieces = 0;
-		for (size_t e = 0; e < l.count; e++)
-			npieces += strncmp(l.entries[e].name, prefix, 4) == 0;
-		for (size_t e = 0; e < l.count && !sp->truncated; e++) {
-			const struct backend_entry *en = &l.entries[e];
-			if (strncmp(en->name, prefix, 4) != 0)
-				continue;
-			size_t piece = k++;
-			if (piece < sp->piece)
-				continue;
-			bool whole = final || piece + 1 < npieces;
-			uint64_t at = (uint64_t)piece * FS_PIECE;
-			pthread_mutex_lock(&m->lock);
-			uint64_t have = sp->have;
-			pthread_mutex_unlock(&m->lock);
-			if (at >= m->opt.max_output_bytes) {
-				sp->truncated = true;
-				break;
-			}
-			if (!whole && at + en->size <= have)
-				break; /* the growing piece, nothing new */
-			char path[256];
-			snprintf(path, sizeof(path), "%s/%s", s->dir, en->name);
-			uint64_t got = 0;
-			if (lseek(sp->fd, (off_t)at, SEEK_SET) < 0 ||
-			    backend_file_get_progress(m->backend, s->url, path, sp->fd, en->size,
-						      NULL, NULL, &got, &err) != BACKEND_OK)
-				break; /* the next pass tries again */
-			uint64_t end = at + got;
-			if (end > m->opt.max_output_bytes) {
-				end = m->opt.max_output_bytes;
-				(void)ftruncate(sp->fd, (off_t)end);
-				sp->truncated = true;
-			}
-			pthread_mutex_lock(&m->lock);
-			if (end > sp->have)
-				sp->have = end;
-			pthread_cond_broadcast(&m->cond);
-			pthread_mutex_unlock(&m->lock);
-			if (whole)
-				sp->piece = piece + 1;
-			else
-				break;
-		}
-	}
-	backend_listing_clear(&l);
-	return 0;
+	/* not there, or not listed: the caller treats both alike */
+	return fs_pieces_pass(s->m, s->url, s->dir, s->s, final, NULL) < 0 ? -ENOENT : 0;
 }
 
 /* Polls while the run lasts: a pass at once (someone is reading), then
@@ -435,10 +360,7 @@ static void fs_stream_free(struct fs_stream *s)
 {
 	fs_stream_stop(s);
 	for (int i = 0; i < 2; i++)
-		if (s->s[i].fd >= 0) {
-			close(s->s[i].fd);
-			(void)unlink(s->s[i].path);
-		}
+		fs_spool_close(&s->s[i]);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cv);
 	free(s->id);

@@ -170,6 +170,23 @@ static inline void jt_sample(struct journal_record *r, enum journal_kind kind, i
 	case JOURNAL_SET_TIMEOUT:
 		r->timeout_s = 3600;
 		break;
+	case JOURNAL_JOB_INTENT:
+		r->job = (uint64_t)i;
+		r->command = strdup("while sleep 1; do date; done");
+		r->path = strdup(".sandboxfs-job.3.00c0ffee00c0ffee");
+		break;
+	case JOURNAL_JOB_STARTED:
+	case JOURNAL_JOB_EXITED:
+	case JOURNAL_JOB_KILLED:
+		r->job = (uint64_t)i;
+		r->pid = kind == JOURNAL_JOB_STARTED ? 31337 : 0;
+		r->exit_code = kind == JOURNAL_JOB_EXITED ? 7 : 0;
+		break;
+	case JOURNAL_JOB_UNKNOWN:
+	case JOURNAL_JOB_NOT_RUN:
+		r->job = (uint64_t)i;
+		r->error = strdup("connection lost");
+		break;
 	case JOURNAL_SNAPSHOT:
 		r->sb_state = JOURNAL_SB_DELETE_UNCONFIRMED;
 		r->owned = true;
@@ -178,6 +195,7 @@ static inline void jt_sample(struct journal_record *r, enum journal_kind kind, i
 		r->url = strdup("https://example.com/x");
 		r->pool = strdup("p");
 		r->seq = 41;
+		r->job = 12;
 		r->commands_run = 99;
 		r->error = strdup("e");
 		break;

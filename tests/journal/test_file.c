@@ -158,6 +158,9 @@ static void test_unknown_marking(void)
 	rec(j, JOURNAL_CREATED, "old", 0);
 	rec(j, JOURNAL_DELETE_INTENT, "old", 0); /* no outcome */
 	rec(j, JOURNAL_UPLOAD_INTENT, "att", 1); /* stays pending */
+	struct journal_record jr = {.kind = JOURNAL_JOB_INTENT, .sandbox = (char *)"att",
+				    .job = 1, .command = (char *)"sleep 9"};
+	CHECK_EQ(journal_append(j, &jr, true), 0); /* no outcome */
 	uint64_t id = journal_next_upload_id(j);
 	CHECK(id >= 2);
 	CHECK(journal_next_upload_id(j) == id + 1);
@@ -165,8 +168,8 @@ static void test_unknown_marking(void)
 
 	j = open_dir(dir, &rep, &rc, 0, 0);
 	CHECK_EQ(rc, 0);
-	CHECK_EQ(rep.records, 9);
-	CHECK_EQ(rep.unknown_marked, 3);
+	CHECK_EQ(rep.records, 10);
+	CHECK_EQ(rep.unknown_marked, 4);
 	CHECK(!rep.torn_tail && !rep.repaired);
 	struct journal_state st;
 	CHECK_EQ(journal_snapshot(j, &st), 0);
@@ -174,6 +177,7 @@ static void test_unknown_marking(void)
 	CHECK(att && att->nruns == 2 && att->runs[1].status == JOURNAL_RUN_UNKNOWN);
 	CHECK(att && att->runs[0].status == JOURNAL_RUN_DONE);
 	CHECK(att && att->nuploads == 1 && !att->uploads[0].abandoned);
+	CHECK(att && att->njobs == 1 && att->jobs[0].status == JOURNAL_JOBST_UNKNOWN);
 	CHECK(journal_state_find(&st, "new")->state == JOURNAL_SB_CREATE_UNKNOWN);
 	CHECK(journal_state_find(&st, "old")->state == JOURNAL_SB_DELETE_UNCONFIRMED);
 	CHECK(journal_next_upload_id(j) >= 2);
@@ -183,17 +187,18 @@ static void test_unknown_marking(void)
 	/* The marks are records in the file: written once. */
 	struct jt_collect c = {0};
 	CHECK_EQ(scan_path(path_in(dir, "journal"), &c), JOURNAL_SCAN_WHOLE);
-	CHECK_EQ(c.n, 12);
-	if (c.n == 12) {
-		CHECK(c.v[9].kind == JOURNAL_EXEC_UNKNOWN && c.v[9].seq == 2);
-		CHECK(c.v[10].kind == JOURNAL_CREATE_UNKNOWN);
-		CHECK(c.v[11].kind == JOURNAL_DELETE_UNCONFIRMED);
-		CHECK(c.v[9].time_ms > 0 && c.v[9].error != NULL);
+	CHECK_EQ(c.n, 14);
+	if (c.n == 14) {
+		CHECK(c.v[10].kind == JOURNAL_EXEC_UNKNOWN && c.v[10].seq == 2);
+		CHECK(c.v[11].kind == JOURNAL_JOB_UNKNOWN && c.v[11].job == 1);
+		CHECK(c.v[12].kind == JOURNAL_CREATE_UNKNOWN);
+		CHECK(c.v[13].kind == JOURNAL_DELETE_UNCONFIRMED);
+		CHECK(c.v[10].time_ms > 0 && c.v[10].error != NULL);
 	}
 	jt_collect_clear(&c);
 	j = open_dir(dir, &rep, &rc, 0, 0);
 	CHECK_EQ(rep.unknown_marked, 0);
-	CHECK_EQ(rep.records, 12);
+	CHECK_EQ(rep.records, 14);
 	journal_close(j);
 }
 

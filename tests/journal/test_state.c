@@ -402,8 +402,83 @@ static void test_env_cwd(void)
 	journal_state_clear(&st);
 }
 
+static void job(enum journal_kind kind, const char *sb, uint64_t n, long pid, int code,
+		const char *s)
+{
+	struct journal_record r = {.kind = kind, .sandbox = (char *)sb, .job = n};
+	r.time_ms = 5000 + n;
+	r.pid = pid;
+	r.exit_code = code;
+	if (kind == JOURNAL_JOB_INTENT) {
+		r.command = (char *)s;
+		r.path = (char *)".sandboxfs-job.x";
+	} else {
+		r.error = (char *)s;
+	}
+	journal_state_apply(&st, &r);
+}
+
+/* Background jobs: each outcome, the bound on the history, the highest
+ * number kept when the oldest are dropped, and compaction. */
+static void test_jobs(void)
+{
+	journal_state_init(&st, 3);
+	apply(JOURNAL_ATTACH, "j", 0, "http://j/");
+	job(JOURNAL_JOB_INTENT, "j", 1, 0, 0, "sleep 100");
+	struct journal_sandbox *sb = journal_state_find(&st, "j");
+	CHECK(sb && sb->njobs == 1 && sb->jobs[0].status == JOURNAL_JOBST_PENDING);
+	CHECK(sb && sb->jobs[0].dir && strcmp(sb->jobs[0].command, "sleep 100") == 0);
+	job(JOURNAL_JOB_STARTED, "j", 1, 4242, 0, NULL);
+	CHECK(sb->jobs[0].status == JOURNAL_JOBST_RUNNING && sb->jobs[0].pid == 4242);
+	job(JOURNAL_JOB_INTENT, "j", 2, 0, 0, "exit 3");
+	job(JOURNAL_JOB_STARTED, "j", 2, 4243, 0, NULL);
+	job(JOURNAL_JOB_EXITED, "j", 2, 0, 3, NULL);
+	job(JOURNAL_JOB_INTENT, "j", 3, 0, 0, "lost");
+	job(JOURNAL_JOB_UNKNOWN, "j", 3, 0, 0, "answer lost");
+	job(JOURNAL_JOB_KILLED, "j", 1, 0, 0, NULL);
+	CHECK(sb->njobs == 3 && sb->last_job == 3);
+	CHECK(sb->jobs[0].status == JOURNAL_JOBST_KILLED);
+	CHECK(sb->jobs[1].status == JOURNAL_JOBST_EXITED && sb->jobs[1].exit_code == 3);
+	CHECK(sb->jobs[2].status == JOURNAL_JOBST_UNKNOWN && sb->jobs[2].error);
+	/* an outcome for a job never announced is not a job */
+	job(JOURNAL_JOB_STARTED, "j", 9, 1, 0, NULL);
+	CHECK(sb->njobs == 3);
+
+	/* Compaction keeps jobs and the highest number, also once dropped. */
+	job(JOURNAL_JOB_INTENT, "j", 4, 0, 0, "true");
+	job(JOURNAL_JOB_NOT_RUN, "j", 4, 0, 0, "setsid: not found");
+	CHECK(sb->njobs == 3 && sb->jobs[0].job == 2 && sb->last_job == 4);
+	CHECK(sb->jobs[2].status == JOURNAL_JOBST_NOT_RUN);
+	struct journal_record *recs;
+	size_t n;
+	CHECK_EQ(journal_state_records(&st, &recs, &n), 0);
+	struct journal_state again;
+	journal_state_init(&again, 3);
+	for (size_t i = 0; i < n; i++) {
+		uint8_t *buf = NULL;
+		size_t len = 0, used = 0;
+		struct journal_record back;
+		CHECK_EQ(journal_encode(&recs[i], &buf, &len), 0);
+		CHECK_EQ(journal_decode(buf, len, &back, &used), JOURNAL_DECODE_OK);
+		CHECK(journal_record_equal(&recs[i], &back));
+		journal_state_apply(&again, &back);
+		journal_record_clear(&back);
+		journal_record_clear(&recs[i]);
+		free(buf);
+	}
+	free(recs);
+	CHECK(journal_state_equal(&st, &again));
+	struct journal_state copy;
+	CHECK_EQ(journal_state_copy(&copy, &st), 0);
+	CHECK(journal_state_equal(&st, &copy));
+	journal_state_clear(&copy);
+	journal_state_clear(&again);
+	journal_state_clear(&st);
+}
+
 int main(void)
 {
+	test_jobs();
 	test_env_cwd();
 	test_ownership();
 	test_create_delete();

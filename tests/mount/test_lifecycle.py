@@ -23,8 +23,9 @@ def test_root_layout(mnt, orch):
     os.mkdir(mnt.path("box"))
     assert sorted(os.listdir(mnt.mnt)) == [".sandboxfs", "box"]
     assert sorted(os.listdir(mnt.path("box"))) == [
-        "ctl", "cwd", "env", "exit", "info", "last", "runs", "state", "status", "stderr",
-        "stdin", "stdout", "timeout", "workspace"]
+        "ctl", "cwd", "env", "exit", "info", "jobs", "last", "runs", "spawn", "state",
+        "status", "stderr", "stdin", "stdout", "timeout", "workspace"]
+    assert os.listdir(mnt.path("box", "jobs")) == []
     assert mount.read(mnt.path("box", "state")) == "ready\n"
     assert mount.read(mnt.path("box", "status")) == "idle\n"
     assert mount.read(mnt.path("box", "exit")) == ""
