@@ -29,6 +29,8 @@ PACKAGES=(
 	ed
 	# the workspace's mounted tests run real programs through the mount
 	vim git rsync fio tar make
+	# a sandbox with BusyBox's tools only (tests/mount/test_busybox.py)
+	busybox
 	# the reliability tests: a TLS peer, another user, a leak check
 	openssl util-linux valgrind
 )

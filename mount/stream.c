@@ -50,10 +50,26 @@
  * size says. The first command of a
  * sandbox finds a mark dated 2000: it lists everything (once). */
 #define FS_MARK ".sandboxfs-mark"
+/* The mark's first making (dated 2000: the first list has everything),
+ * and its making again after a list. BusyBox's find compares whole
+ * seconds, so a file changed in the same second as the mark would never be
+ * listed: there (find is a link to busybox, noted once in the mark as "b")
+ * the mark is dated one second back, and what changed in that second is
+ * listed again, harmlessly. Elsewhere it costs a builtin read. */
+#define FS_MARK_INIT                                                                     \
+	"[ -f " FS_MARK " ] || { { [ -L \"$(command -v find)\" ] && echo b || :; } >" FS_MARK \
+	"; touch -t 200001010000 " FS_MARK "; } 2>/dev/null\n"                                  \
+	"read __sfs_k <" FS_MARK " 2>/dev/null || __sfs_k=\n"
+#define FS_MARK_NEXT                                                                     \
+	"if [ \"$__sfs_k\" = b ]; then echo b >" FS_MARK "; touch -d \"@$(($(date +%s)-1))\" " \
+	FS_MARK "; else : >" FS_MARK "; fi 2>/dev/null"
+/* Without parentheses: BusyBox's find never runs an "-exec {} +" inside
+ * "\( \)" (tests/mount/test_busybox.py). */
 #define FS_FIND                                                                          \
-	"find . -name '.sandboxfs-*' -prune -o -newer " FS_MARK " \\( -type l -exec sh -c "   \
+	"find . -name '.sandboxfs-*' -prune -o -newer " FS_MARK " -type l -exec sh -c "       \
 	"'for f; do stat -c \"%f %Y %s %n\" \"$f\" && { readlink -n -- \"$f\"; echo; }; "   \
-	"done' sh {} + -o -exec stat -c '%f %Y %s %n' {} + \\) 2>/dev/null"
+	"done' sh {} + -o -newer " FS_MARK " ! -type l -exec stat -c '%f %Y %s %n' {} + "      \
+	"2>/dev/null"
 
 
 struct fs_stream {
@@ -116,19 +132,19 @@ int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const
 	}
 	fprintf(f, "__sfs_d='%s'\n", s->dir);
 	if (s->plain) {
+	plain:
 		/* the command as it is, then what it changed */
-		fputs("[ -f " FS_MARK " ] || touch -t 200001010000 " FS_MARK
-		      " 2>/dev/null || : >" FS_MARK "\n(\n",
+		fputs(FS_MARK_INIT "(\n",
 		      f);
 		fwrite(inner, 1, inner_len, f);
 		fputs("\n); __sfs_rc=$?\n"
 		      "printf '\\n%s\\n' \"" FS_CHANGED "$__sfs_d\"; " FS_FIND "\n"
-		      ": >" FS_MARK "; exit \"$__sfs_rc\"\n",
+		      FS_MARK_NEXT "; exit \"$__sfs_rc\"\n",
 		      f);
 		goto done;
 	}
 	fputs("if command -v split >/dev/null 2>&1 && mkdir \"$__sfs_d\" 2>/dev/null; then\n"
-	      "[ -f " FS_MARK " ] || touch -t 200001010000 " FS_MARK " 2>/dev/null || : >" FS_MARK "\n"
+	      FS_MARK_INIT
 	      "{ { (\n",
 	      f);
 	fwrite(inner, 1, inner_len, f);
@@ -144,15 +160,15 @@ int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const
 	      "for __sfs_f in \"$__sfs_d\"/err.*; do [ -f \"$__sfs_f\" ] && cat \"$__sfs_f\" >&2; "
 	      "done\n"
 	      "printf '\\n%s\\n' \"" FS_CHANGED "$__sfs_d\"; " FS_FIND "\n"
-	      ": >" FS_MARK "; rm -rf \"$__sfs_d\"\n"
-	      "else " FS_FIND " >\"$__sfs_d/changed\"; : >" FS_MARK "; printf '%s' \"" FS_MARKER
+	      FS_MARK_NEXT "; rm -rf \"$__sfs_d\"\n"
+	      "else " FS_FIND " >\"$__sfs_d/changed\"; " FS_MARK_NEXT "; printf '%s' \"" FS_MARKER
 	      "$__sfs_d\"; fi\n"
 	      "exit \"$__sfs_rc\"\n"
-	      "fi\n"
-	      "(\n",
+	      "fi\n",
 	      f);
-	fwrite(inner, 1, inner_len, f);
-	fputs("\n)\n", f);
+	/* No split, or no directory: the command runs plainly, and what it
+	 * changed is still listed (every mode shows it) */
+	goto plain;
 done:
 	if (fclose(f) != 0) {
 		free(buf);
