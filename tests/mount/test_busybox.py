@@ -81,3 +81,16 @@ def test_commands_changes_links_and_env_with_busybox_only(bb):
     # nothing of the mount's own is left in the workspace
     names = [e["name"] for e in sbx.list_dir(srv.url, "").json()["entries"]]
     assert not [n for n in names if n.startswith((".sandboxfs-run", ".sandboxfs-stdin"))]
+
+
+def test_a_job_without_split_fails_clearly(bb):
+    """Jobs keep their output in pieces made by split: where the sandbox has
+    none, the spawn fails at the write (EIO) and says why; nothing runs."""
+    d, srv = bb
+    p = sh(f"echo 'touch started' > {d}/spawn")
+    assert p.returncode != 0 and "Input/output error" in p.stderr, p.stderr
+    jobs = os.listdir(d / "jobs")
+    assert len(jobs) == 1
+    assert mount.read(d / "jobs" / jobs[0] / "status") == "failed\n"
+    assert "split" in mount.read(d / "jobs" / jobs[0] / "info")
+    assert sbx.get(srv.url, "started").status == 404
