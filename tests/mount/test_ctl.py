@@ -129,7 +129,10 @@ def test_sigint_interrupts_a_waiting_cat(sandbox):
     w = subprocess.Popen(["bash", "-c", f"echo 'sleep 4' > {sandbox}/ctl"])
     try:
         assert wait_status(sandbox, "running")
-        cat = subprocess.Popen(["cat", str(sandbox / "exit")], stdout=subprocess.PIPE)
+        # SIGINT's default action, even when this runs from a background
+        # job of a shell (which starts it ignored)
+        cat = subprocess.Popen(["cat", str(sandbox / "exit")], stdout=subprocess.PIPE,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         time.sleep(0.5)
         assert cat.poll() is None  # it waits
         t0 = time.monotonic()

@@ -5,7 +5,6 @@ those a command made (its change list carries their targets). Every
 result is checked on the server too, through POST /execute."""
 import errno
 import os
-import signal
 import stat
 import subprocess
 
@@ -150,7 +149,6 @@ def test_tar_x_of_usr_include_keeps_every_link(sandbox, orch, tmp_path):
     every symlink intact on the server."""
     if not os.path.isdir("/usr/include"):
         pytest.skip("no /usr/include")
-    signal.alarm(900)  # the whole tree goes up, file by file
     expected = {}
     for root, dirs, files in os.walk("/usr/include"):
         for n in dirs + files:
