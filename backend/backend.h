@@ -258,6 +258,33 @@ enum backend_status backend_file_put(struct backend *b, const char *url,
 				     const char *path, int fd, uint64_t size,
 				     struct backend_error *err);
 
+/* Where the body of a streamed PUT comes from (backend_file_put_stream).
+ * read fills at most len bytes of buf and returns how many (> 0), 0 at the
+ * end of the body, or -1 to abandon the transfer; it may wait, with a
+ * bound, for more bytes to be there. alive (may be NULL) is asked at least
+ * once a second while the transfer waits on the network: false abandons
+ * it within about a second. An abandoned transfer fails with
+ * BACKEND_LOCAL. */
+struct backend_put_source {
+	long (*read)(void *ctx, char *buf, size_t len);
+	bool (*alive)(void *ctx);
+	void *ctx;
+};
+
+/* PUT /files/path with a body whose length is not known when it starts,
+ * sent with chunked transfer encoding as src produces it (no Content-
+ * Length). Bounded by the stall rule (min_rate_bytes for stall_seconds),
+ * not by a deadline. BACKEND_OK only for a 2xx answer that came after
+ * the end of the body: an answer before it means the server did not wait
+ * for the body (a server that reads no chunked body takes an empty one),
+ * which fails as BACKEND_BAD_ANSWER. *refused (may be NULL) is set when
+ * the server said or showed it takes no chunked body (that early answer,
+ * 411, 501 or 505): the caller then sends whole files there. */
+enum backend_status backend_file_put_stream(struct backend *b, const char *url,
+					    const char *path,
+					    const struct backend_put_source *src,
+					    bool *refused, struct backend_error *err);
+
 /* DELETE /files/path (a file or a whole tree). */
 enum backend_status backend_file_delete(struct backend *b, const char *url,
 					const char *path,

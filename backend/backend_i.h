@@ -75,6 +75,10 @@ struct backend_req {
 	uint64_t max_fd_bytes;	     /* get_fd bound, 0 = none */
 	enum backend_status fd_over; /* what a body past it fails as */
 	size_t max_answer;	     /* bound for an answer kept in memory */
+	/* Called last in the handle's set-up, to set what this request
+	 * needs beyond the fields above (a streamed body: putstream.c). */
+	CURLcode (*tune)(CURL *curl, void *ctx);
+	void *tune_ctx;
 
 	long timeout_ms; /* total bound, 0 = none */
 	bool stall;	 /* fail a transfer under min_rate_bytes a second for

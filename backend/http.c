@@ -623,6 +623,8 @@ static enum backend_status setup(struct backend *b, struct xfer *x, CURL *c,
 		SET(CURLOPT_SEEKDATA, x);
 	}
 #undef SET
+	if (rc == CURLE_OK && r->tune)
+		rc = r->tune(c, r->tune_ctx);
 
 	/* No "Expect: 100-continue": it costs a round trip (or a 1 s wait
 	 * with servers that ignore it) on every upload over 1 MiB. */

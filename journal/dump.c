@@ -150,7 +150,9 @@ static int dump_one(void *ctx, const struct journal_record *r, uint64_t offset)
 	put_str(out, "path", r->path);
 	put_str(out, "target", r->target);
 	put_str(out, "cache", r->cache_file);
-	if (r->size || r->kind == JOURNAL_UPLOAD_INTENT)
+	if (r->kind == JOURNAL_UPLOAD_INTENT && r->size == JOURNAL_SIZE_STREAMED)
+		fprintf(out, " size=streamed");
+	else if (r->size || r->kind == JOURNAL_UPLOAD_INTENT)
 		fprintf(out, " size=%" PRIu64, r->size);
 	if (r->checksum || r->kind == JOURNAL_UPLOAD_INTENT)
 		fprintf(out, " crc=%08" PRIx32, r->checksum);

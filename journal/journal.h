@@ -33,6 +33,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The size of an UPLOAD_INTENT journaled before a PUT whose body is sent
+ * while the file is still being written (its size and checksum are not
+ * known yet). No cache file matches it: after a crash its cache file is
+ * uploaded again whole when the page cache can be trusted (same boot),
+ * else kept aside, never taken as uploaded. */
+#define JOURNAL_SIZE_STREAMED UINT64_MAX
+
 enum journal_kind {
 	/* Sandboxes this mount creates through the orchestrator. */
 	JOURNAL_CREATE_INTENT = 1, /* sandbox, pool | image+port, idle_s, spec,
@@ -54,7 +61,8 @@ enum journal_kind {
 	JOURNAL_EXEC_NOT_RUN, /* sandbox, seq, error */
 	/* Uploads of dirty workspace files. */
 	JOURNAL_UPLOAD_INTENT,	  /* sandbox, upload_id, path, cache_file, size,
-				     checksum */
+				     checksum; size JOURNAL_SIZE_STREAMED:
+				     see there */
 	JOURNAL_UPLOAD_DONE,	  /* sandbox, upload_id */
 	JOURNAL_UPLOAD_ABANDONED, /* sandbox, upload_id, error: the sandbox is
 				     gone; cache_file kept for rescue */
@@ -131,7 +139,7 @@ struct journal_record {
 	uint64_t upload_id;	   /* UPLOAD_*: unique within the journal */
 	char *path;		   /* workspace-relative path */
 	char *cache_file;	   /* absolute path of the durable cache copy */
-	uint64_t size;
+	uint64_t size;		   /* or JOURNAL_SIZE_STREAMED */
 	uint32_t checksum; /* zlib crc32 of the uploaded bytes */
 	char *error;	   /* why: FAILED, UNKNOWN, NOT_RUN, UNCONFIRMED */
 	/* SNAPSHOT only. */

@@ -22,7 +22,8 @@ bool faults_any(const struct faults *f)
 {
 	return f->lose_answer || f->drop_before || f->error_rate > 0 || f->delay_ms > 0 ||
 	       f->malformed_json || f->hostile_listing || f->truncate_answer ||
-	       f->body_rate_kbps > 0 || f->create_lose_answer || f->hide_new_ms > 0;
+	       f->body_rate_kbps > 0 || f->create_lose_answer || f->hide_new_ms > 0 ||
+	       f->refuse_chunked || f->drop_chunked_kb > 0;
 }
 
 const char *faults_from_json(struct faults *out, const cJSON *obj)
@@ -49,6 +50,8 @@ const char *faults_from_json(struct faults *out, const cJSON *obj)
 			flag = &f.truncate_answer;
 		else if (strcmp(k, "create_lose_answer") == 0)
 			flag = &f.create_lose_answer;
+		else if (strcmp(k, "refuse_chunked") == 0)
+			flag = &f.refuse_chunked;
 		if (flag) {
 			if (!cJSON_IsBool(it))
 				return "fault switches must be booleans";
@@ -74,6 +77,12 @@ const char *faults_from_json(struct faults *out, const cJSON *obj)
 				return "body_rate_kbps must be a number from 0 to "
 				       "1048576";
 			f.body_rate_kbps = (long)it->valuedouble;
+		} else if (strcmp(k, "drop_chunked_kb") == 0) {
+			if (!cJSON_IsNumber(it) || it->valuedouble < 0 ||
+			    it->valuedouble > 1048576)
+				return "drop_chunked_kb must be a number from 0 to "
+				       "1048576";
+			f.drop_chunked_kb = (long)it->valuedouble;
 		} else if (strcmp(k, "routes") == 0) {
 			const char *e;
 
@@ -106,7 +115,8 @@ const char *faults_set(struct faults *f, const char *setting)
 	if (strcmp(name, "lose_answer") == 0 || strcmp(name, "drop_before") == 0 ||
 	    strcmp(name, "malformed_json") == 0 || strcmp(name, "hostile_listing") == 0 ||
 	    strcmp(name, "truncate_answer") == 0 ||
-	    strcmp(name, "create_lose_answer") == 0) {
+	    strcmp(name, "create_lose_answer") == 0 ||
+	    strcmp(name, "refuse_chunked") == 0) {
 		bool v = true;
 
 		if (val) {
@@ -127,6 +137,8 @@ const char *faults_set(struct faults *f, const char *setting)
 			f->truncate_answer = v;
 		else if (name[0] == 'c')
 			f->create_lose_answer = v;
+		else if (name[0] == 'r')
+			f->refuse_chunked = v;
 		else
 			f->hostile_listing = v;
 		return NULL;
@@ -163,6 +175,14 @@ const char *faults_set(struct faults *f, const char *setting)
 		f->body_rate_kbps = l;
 		return NULL;
 	}
+	if (strcmp(name, "drop_chunked_kb") == 0) {
+		long l = val ? strtol(val, &end, 10) : -1;
+
+		if (!val || *end || end == val || l < 0 || l > 1048576)
+			return "drop_chunked_kb must be a number of KiB";
+		f->drop_chunked_kb = l;
+		return NULL;
+	}
 	if (strcmp(name, "routes") == 0) {
 		if (!val)
 			return "routes needs a value";
@@ -185,6 +205,8 @@ cJSON *faults_to_json(const struct faults *f)
 	cJSON_AddNumberToObject(o, "body_rate_kbps", (double)f->body_rate_kbps);
 	cJSON_AddBoolToObject(o, "create_lose_answer", f->create_lose_answer);
 	cJSON_AddNumberToObject(o, "hide_new_ms", (double)f->hide_new_ms);
+	cJSON_AddBoolToObject(o, "refuse_chunked", f->refuse_chunked);
+	cJSON_AddNumberToObject(o, "drop_chunked_kb", (double)f->drop_chunked_kb);
 	cJSON_AddStringToObject(o, "routes", route_names[f->routes]);
 	return o;
 }

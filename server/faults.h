@@ -29,6 +29,11 @@ struct faults {
 	bool hostile_listing; /* listings carry invalid entries too */
 	bool truncate_answer; /* announce the whole body, send half, close */
 	long body_rate_kbps;  /* send file bodies at this many KiB/s (0: full speed) */
+	/* PUTs with a chunked body (Transfer-Encoding: chunked) only: */
+	bool refuse_chunked;  /* answer 411 at once, as a server that wants a
+				 Content-Length does */
+	long drop_chunked_kb; /* close the connection once this many KiB of
+				 the body came (0: off) */
 	/* The orchestrator's: */
 	bool create_lose_answer; /* create, then close without answering */
 	long hide_new_ms;	 /* GETs show no sandbox for this long after its create */

@@ -155,6 +155,8 @@ static enum MHD_Result put_finish(struct req *r)
 	free(p->tmp);
 	p->tmp = NULL; /* renamed: nothing to remove */
 	atomic_fetch_add(&r->svc->stats.puts, 1);
+	if (r->chunked)
+		atomic_fetch_add(&r->svc->stats.chunked_puts, 1);
 	return svc_reply_empty(r, 204);
 }
 

@@ -301,6 +301,7 @@ static cJSON *stats_json(struct svc *s)
 	STAT(timeouts);
 	STAT(busy);
 	STAT(puts);
+	STAT(chunked_puts);
 	STAT(gets);
 	STAT(lists);
 	STAT(deletes);
@@ -426,6 +427,11 @@ static struct req *req_begin(struct svc *s, struct MHD_Connection *c, const char
 	pthread_mutex_lock(&s->lock);
 	r->f = s->faults;
 	pthread_mutex_unlock(&s->lock);
+	{
+		const char *te = MHD_lookup_connection_value(
+		    c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+		r->chunked = te && strcasestr(te, "chunked");
+	}
 	s->ops->begin(r);
 	r->faulted = faults_any(&r->f) && route_matches(r->route, r->f.routes);
 	return r;
@@ -472,6 +478,18 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *c, const char
 		return MHD_YES;
 	}
 	if (*upload_data_size) {
+		r->got += *upload_data_size;
+		if (r->faulted && r->chunked && r->f.refuse_chunked) {
+			atomic_fetch_add(&s->stats.faults, 1);
+			*upload_data_size = 0;
+			return svc_reply_error(r, 411,
+					       "a body needs a Content-Length here");
+		}
+		if (r->faulted && r->chunked && r->f.drop_chunked_kb > 0 &&
+		    r->got >= (unsigned long long)r->f.drop_chunked_kb * 1024) {
+			atomic_fetch_add(&s->stats.faults, 1);
+			return MHD_NO;
+		}
 		if (!r->status) {
 			if (r->stream)
 				s->ops->data(r, upload_data, *upload_data_size);

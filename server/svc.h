@@ -59,6 +59,7 @@ struct svc_stats {
 	atomic_long timeouts; /* commands killed by their timeout */
 	atomic_long busy;     /* /execute refused with 409 */
 	atomic_long puts, gets, lists, deletes, health;
+	atomic_long chunked_puts;      /* of puts: with a chunked body */
 	atomic_long creates, destroys; /* orchestrator */
 	atomic_long errors;	       /* answers >= 400 */
 	atomic_long faults;	       /* injected faults */
@@ -104,6 +105,8 @@ struct req {
 	long long start_ms;	  /* monotonic, when the request began */
 	char *method_copy;	  /* r->method, valid after the connection */
 	struct bound_call *bound; /* its worker (bound.h), or NULL */
+	bool chunked;		  /* the body is chunked (no Content-Length) */
+	unsigned long long got;	  /* body bytes received */
 };
 
 struct svc_config {

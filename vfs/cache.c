@@ -188,6 +188,8 @@ struct wsfile *file_supersede(struct wsfile *f)
 
 void file_closed(struct wsfile *f)
 {
+	/* The next open may stream again (read without c->lock by writes). */
+	__atomic_store_n(&f->early_tried, false, __ATOMIC_RELAXED);
 	if (f->version_of) {
 		free(f->version_of);
 		f->version_of = NULL;
@@ -431,6 +433,7 @@ void cache_account(struct wsfile *f, uint64_t size)
 int cache_truncate(struct wsfile *f, uint64_t size)
 {
 	struct wscache *c = f->ws->c;
+	earlyput_abandon(f); /* the bytes it sent are not the file any more */
 	pthread_mutex_lock(&c->lock);
 	int rc = cache_reserve(c, f, size);
 	pthread_mutex_unlock(&c->lock);

@@ -30,6 +30,7 @@ static int handle_new(struct wsfile *f, struct wsopen *o, struct wsfetch *fe)
 void file_upload_cancel(struct wsfile *f)
 {
 	struct wscache *c = f->ws->c;
+	earlyput_reap(f); /* nothing of it on the wire; its intent is f's */
 	pthread_mutex_lock(&c->lock);
 	uint64_t id = f->upload_id;
 	f->upload_id = 0;
@@ -399,6 +400,7 @@ int workspace_write(uint64_t fh, const char *buf, size_t size, off_t off)
 	}
 	if (done)
 		cache_crc_write(f, buf, done, (uint64_t)off);
+	uint64_t size_now = 0;
 	pthread_mutex_lock(&c->lock);
 	if (done) {
 		if (!f->dirty)
@@ -406,6 +408,7 @@ int workspace_write(uint64_t fh, const char *buf, size_t size, off_t off)
 		uint64_t nend = (uint64_t)off + done;
 		if (nend > f->size)
 			cache_account(f, nend);
+		size_now = f->size;
 		f->wgen++;
 		f->present = true;
 		clock_gettime(CLOCK_REALTIME, &f->mtime);
@@ -414,8 +417,10 @@ int workspace_write(uint64_t fh, const char *buf, size_t size, off_t off)
 			m->has_times = false; /* a write sets the time */
 	}
 	pthread_mutex_unlock(&c->lock);
-	if (done)
+	if (done) {
 		h->wrote = true; /* under f->mx: flush reads it there */
+		earlyput_wrote(f, size_now);
+	}
 	pthread_mutex_unlock(&f->mx);
 	return done ? (int)done : rc;
 }
@@ -451,7 +456,7 @@ int workspace_flush(uint64_t fh)
 			return 0;
 	}
 	pthread_mutex_lock(&h->f->mx);
-	int rc = h->wrote ? upload_locked(h->f, UPLOAD_CALLER_WAITS)
+	int rc = h->wrote ? upload_locked(h->f, UPLOAD_CALLER_CLOSES)
 			  : upload_intent_locked(h->f);
 	pthread_mutex_unlock(&h->f->mx);
 	return rc;

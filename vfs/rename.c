@@ -267,7 +267,7 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 	pthread_mutex_lock(&c->lock);
 	mv.next = ws->moves;
 	ws->moves = &mv;
-	while (puts_under(ws, from))
+	while (puts_under(ws, from) || earlyput_stop_under(ws, from))
 		pthread_cond_wait(&c->cond, &c->lock);
 	pthread_mutex_unlock(&c->lock);
 	if (rc < 0) {

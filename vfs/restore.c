@@ -247,14 +247,23 @@ int wscache_restore(struct wscache *c, const struct journal_state *st)
 			uint32_t crc = 0;
 			bool whole = file_sum(u->cache_file, &size, &crc);
 			bool matches = whole && size == u->size && crc == u->checksum;
+			bool streamed = u->size == JOURNAL_SIZE_STREAMED;
 			if (!matches && whole && same_boot &&
 			    (id = restore_reintend(c, sb->id, u, size, crc)) != 0) {
 				fprintf(
 				    stderr,
-				    "sandboxfs: workspace of %s: the local copy of an "
-				    "interrupted upload was written on after its intent "
-				    "by a descriptor still open when the daemon ended; "
-				    "its newest content is uploaded\n",
+				    streamed
+					? "sandboxfs: workspace of %s: a file was being "
+					  "uploaded while it was written (early upload) "
+					  "when the daemon ended; its local copy is "
+					  "uploaded whole\n"
+					: "sandboxfs: workspace of %s: the local copy of "
+					  "an "
+					  "interrupted upload was written on after its "
+					  "intent "
+					  "by a descriptor still open when the daemon "
+					  "ended; "
+					  "its newest content is uploaded\n",
 				    sb->id);
 				matches = true;
 			}
@@ -436,6 +445,8 @@ void wscache_stats(struct wscache *c, FILE *out)
 			pending += f->pending;
 		}
 	uint64_t max = c->cfg.max_bytes;
+	int early_running = c->early_running;
+	uint64_t early_sent = earlyput_bytes_sent(c);
 	pthread_mutex_unlock(&c->lock);
 	/* Device flushes: of cache files and their directory, and of the
 	 * journal (commands' intents included). */
@@ -461,10 +472,18 @@ void wscache_stats(struct wscache *c, FILE *out)
 		"dir_renames %" PRIu64 "\n"
 		"syncs %" PRIu64 "\n"
 		"checksum_passes %" PRIu64 "\n"
-		"uploads_incomplete %" PRIu64 "\n",
+		"uploads_incomplete %" PRIu64 "\n"
+		"early_puts %" PRIu64 "\n"
+		"early_puts_running %d\n"
+		"early_puts_done %" PRIu64 "\n"
+		"early_puts_abandoned %" PRIu64 "\n"
+		"early_put_bytes_before_close %" PRIu64 "\n"
+		"early_put_bytes %" PRIu64 "\n",
 		n.hits, n.misses, files, bytes, dirty, kept, max, n.evictions, n.enospc,
 		n.fetched_bytes, n.uploads, n.upload_failures, n.uploaded_bytes, pending,
 		n.listings, n.listing_hits, n.renames, n.dir_renames, syncs,
-		n.checksum_passes, n.incomplete);
+		n.checksum_passes, n.incomplete, n.early_puts, early_running,
+		n.early_puts_done, n.early_puts_abandoned, n.early_put_bytes_before_close,
+		early_sent);
 	cache_stats(c, out);
 }

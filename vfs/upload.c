@@ -221,6 +221,9 @@ int upload_intent_locked(struct wsfile *f)
 {
 	struct workspace *ws = f->ws;
 	struct wscache *c = ws->c;
+	/* Its intent is folded into f's first, so the one written here is
+	 * the newest of the path. */
+	earlyput_reap(f);
 	pthread_mutex_lock(&c->lock);
 	file_moves_wait(f); /* the intent names the path */
 	if (!f->dirty || f->unlinked || !f->path || ws->gone) {
@@ -263,15 +266,32 @@ int upload_locked(struct wsfile *f, enum upload_caller who)
 	struct wscache *c = ws->c;
 	struct journal *j = c->cfg.journal;
 	bool durable_first = who == UPLOAD_DURABLE_FIRST;
+	/* Only a close may end an early PUT as its own; any other upload
+	 * abandons it first, so that no two PUTs of f are on the wire. */
+	bool early = false;
+	if (f->early && who != UPLOAD_CALLER_CLOSES)
+		earlyput_reap(f);
 
 	pthread_mutex_lock(&c->lock);
 	file_moves_wait(f); /* a directory rename moves it: then the new path */
+	if (f->early) {
+		bool can = f->dirty && !f->unlinked && f->path && !ws->gone && ws->url;
+		uint64_t now = f->size;
+		pthread_mutex_unlock(&c->lock);
+		/* The size is stable: writes and truncates take f->mx. */
+		if (can)
+			early = earlyput_ready(f, now);
+		else
+			earlyput_reap(f);
+		pthread_mutex_lock(&c->lock);
+	}
 	if ((!f->dirty && !f->pending) || f->unlinked || !f->path) {
 		pthread_mutex_unlock(&c->lock);
 		return 0;
 	}
 	if (ws->gone) {
 		pthread_mutex_unlock(&c->lock);
+		earlyput_reap(f);
 		return -EIO;
 	}
 	char *path = strdup(f->path);
@@ -307,7 +327,22 @@ int upload_locked(struct wsfile *f, enum upload_caller who)
 	}
 
 	struct backend_error err = {0};
-	st = backend_file_put(c->cfg.backend, url, path, fd, size, &err);
+	st = BACKEND_LOCAL;
+	if (early && strcmp(path, earlyput_path(f)) == 0) {
+		/* The early PUT sends the rest; it is this upload if the server
+		 * answers 2xx after every byte. Else one PUT of the whole file
+		 * replaces what it left. */
+		st = earlyput_finish(f, size, &err);
+		if (st != BACKEND_OK)
+			ws_log(ws,
+			       "early upload not completed (%s: %s); uploading the "
+			       "whole file",
+			       backend_status_name(st), err.message);
+	} else if (early) {
+		earlyput_reap(f);
+	}
+	if (st != BACKEND_OK)
+		st = backend_file_put(c->cfg.backend, url, path, fd, size, &err);
 	put_done(f);
 	if (st == BACKEND_OK) {
 		if (j) {
@@ -344,6 +379,7 @@ int upload_locked(struct wsfile *f, enum upload_caller who)
 	ws_log(ws, "upload failed (%s), kept pending: %s", backend_status_name(st),
 	       err.message);
 fail:
+	earlyput_reap(f); /* when it failed before its PUT */
 	put_done(f); /* before a wait for a rename, which waits for it */
 	/* The caller is about to hear of the failure, and the data stays
 	 * pending: make it survive a power cut before that (see the top). */

@@ -323,6 +323,7 @@ void wscache_free(struct wscache *c)
 	if (failed)
 		common_log("%d uploads still pending; they are retried at the next mount",
 			   failed);
+	earlyput_reap_all(c);
 	while (c->wss) {
 		struct workspace *ws = c->wss;
 		c->wss = ws->next;

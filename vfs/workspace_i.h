@@ -168,6 +168,12 @@ struct wsfile {
 	/* The path a PUT of it on its way was sent to, else NULL (c->lock):
 	 * a directory rename waits for it to end. */
 	const char *put_path;
+	/* The early PUT of this file while it is written in order from
+	 * offset 0 (earlyput.c), or NULL; set and cleared under f->mx.
+	 * early_tried: one was started since the file was last emptied or
+	 * closed, so no other starts (one per open file). */
+	struct wsearly *early;
+	bool early_tried;
 	int attempts;
 	bool flush_parked; /* failed in the running flush_all pass: skip it */
 	uint64_t next_try_ms;
@@ -227,6 +233,10 @@ struct workspace {
 	char *rescue_dir;	  /* set once data of this gone sandbox was kept */
 	struct wsmove *moves;	  /* directories being renamed (c->lock) */
 	size_t old_versions_open; /* files with version_of set */
+	/* Its server answered a chunked PUT as one that takes no chunked
+	 * body: files go there whole at close only (c->lock). */
+	bool no_chunked;
+	int early_failures; /* early PUTs there that failed in a row */
 };
 
 struct wscache_counters {
@@ -240,6 +250,12 @@ struct wscache_counters {
 	uint64_t incomplete;	  /* intents whose cache file did not match */
 	uint64_t versions;	  /* new content given a new cache file (supersede) */
 	uint64_t listing_evictions;
+	/* Early PUTs (earlyput.c): started; the ones that carried the whole
+	 * file; abandoned (then one PUT at close); bytes they had sent when
+	 * their close came. */
+	uint64_t early_puts, early_puts_done, early_puts_abandoned;
+	uint64_t early_put_bytes_before_close;
+	uint64_t early_put_bytes; /* sent by the early PUTs reaped */
 };
 
 struct wscache {
@@ -289,6 +305,7 @@ struct wscache {
 	struct wsdir *dir_lru_head, *dir_lru_tail; /* every workspace's */
 	uint64_t listing_bytes;			   /* of every cached listing */
 	uint64_t listing_entries;
+	int early_running; /* early PUT threads alive (earlyput.c) */
 	struct wscache_counters n;
 };
 
@@ -523,12 +540,49 @@ enum upload_caller {
 	/* anything else (release, retries, flushes before a command): the
 	 * data may already be acknowledged, so durable before the PUT. */
 	UPLOAD_DURABLE_FIRST,
+	/* The close of a descriptor that wrote: as UPLOAD_CALLER_WAITS, and
+	 * an early PUT of the file may carry it (earlyput.c). */
+	UPLOAD_CALLER_CLOSES,
 };
 int upload_locked(struct wsfile *f, enum upload_caller who);
 /* Journals, durably, the intent of f's dirty content without uploading it
  * (the PUT comes later), so a crash before the PUT cannot lose it; makes a
  * non-durable intent durable. f->mx held. */
 int upload_intent_locked(struct wsfile *f);
+/* earlyput.c: the early PUT of a file written in order from offset 0.
+ * f->mx held, c->lock not held, unless said otherwise. */
+/* Files smaller than this at their close are never streamed. */
+#define WS_EARLY_MIN (1024 * 1024)
+/* At most this many early PUTs run at once per mount. */
+#define WS_EARLY_MAX 4
+/* After a write of f, which is now size bytes: hands the new bytes to its early PUT,
+ * abandons it when the write was not at the end, or starts one. */
+void earlyput_wrote(struct wsfile *f, uint64_t size);
+/* Abandons f's early PUT without waiting for it (a truncate). */
+void earlyput_abandon(struct wsfile *f);
+/* Abandons f's early PUT and waits for its thread to end (bounded: about
+ * a second): afterwards nothing of it is on the wire. Its intent becomes
+ * f's pending one (f->upload_id), for the next upload to supersede. */
+void earlyput_reap(struct wsfile *f);
+/* At a close: whether f's early PUT can carry its content of size bytes;
+ * if so its intent is now f's (f->upload_id), else it was reaped. */
+bool earlyput_ready(struct wsfile *f, uint64_t size);
+/* Lets f's early PUT (earlyput_ready said yes) send the rest and waits for
+ * the server's answer; reaps it. BACKEND_OK only when the server answered
+ * 2xx after every one of the size bytes. */
+enum backend_status earlyput_finish(struct wsfile *f, uint64_t size,
+				    struct backend_error *err);
+/* A directory rename (c->lock held): abandons the early PUTs of files
+ * below dir; true while one of their threads still runs (they end on
+ * c->cond). */
+bool earlyput_stop_under(struct workspace *ws, const char *dir);
+/* Bytes every early PUT has sent so far (c->lock held). */
+uint64_t earlyput_bytes_sent(struct wscache *c);
+/* The path f's early PUT goes to ("" when none). */
+const char *earlyput_path(const struct wsfile *f);
+/* Reaps the early PUTs still there (unmount, after the last flush). */
+void earlyput_reap_all(struct wscache *c);
+
 void upload_supersede(struct wscache *c, const char *sandbox, uint64_t id, bool durable);
 void upload_schedule(struct wsfile *f, int err); /* c->lock held */
 void *upload_thread(void *arg);

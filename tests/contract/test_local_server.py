@@ -356,3 +356,37 @@ def test_fault_truncate_answer_sends_half_the_announced_body(local_server):
     assert c.put("t.bin", b"new").status == 204  # no body: nothing to cut
     c.set_faults()
     assert c.get("t.bin").body == b"new"
+
+
+def test_a_chunked_put_is_taken_whole(local_server):
+    """A PUT whose body has no Content-Length (Transfer-Encoding: chunked,
+    as the mount's early PUT sends it) is taken like any other, and counted
+    in the server's stats."""
+    c = local_server.client()
+    parts = [os.urandom(100000) for _ in range(5)]
+    before = c.stats()
+    r = c.request("PUT", "/files/ch/unk.bin", body=iter(parts))
+    assert r.status == 204
+    assert c.get("ch/unk.bin").body == b"".join(parts)
+    after = c.stats()
+    assert after["chunked_puts"] - before["chunked_puts"] == 1
+    assert after["puts"] - before["puts"] == 1
+    c.put("plain.bin", b"x")
+    assert c.stats()["chunked_puts"] == after["chunked_puts"]
+
+
+@pytest.mark.parametrize("fault", ["refuse_chunked", "drop_chunked_kb"])
+def test_chunked_put_faults_leave_the_file_and_plain_puts_alone(local_server, fault):
+    c = local_server.client()
+    c.put("keep.bin", b"old")
+    c.set_faults(**({fault: True} if fault == "refuse_chunked" else {fault: 64}))
+    parts = [os.urandom(64 * 1024) for _ in range(4)]
+    try:
+        r = local_server.client().request("PUT", "/files/keep.bin", body=iter(parts))
+        assert r.status == 411 and fault == "refuse_chunked"
+    except (ConnectionError, OSError, http.client.HTTPException):
+        pass  # the connection was closed under the body
+    assert c.get("keep.bin").body == b"old"
+    assert c.put("keep.bin", b"new").status == 204
+    assert c.get("keep.bin").body == b"new"
+    c.set_faults()

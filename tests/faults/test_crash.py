@@ -305,6 +305,58 @@ def test_kill9_after_an_upload_of_a_file_still_written(mounts, upload):
     assert "written on after its intent" in m2.output()
 
 
+def _early_stat(m, key):
+    for line in mount.read(m.path(".sandboxfs", "stats")).splitlines():
+        k, _, v = line.partition(" ")
+        if k == key:
+            return int(v)
+    raise KeyError(key)
+
+
+@pytest.mark.parametrize("when", ["mid-put", "after a seek back"])
+def test_kill9_while_an_early_put_is_on_the_wire(mounts, when):
+    """A file written in order has its PUT on the wire before its close
+    (early PUT, chunked), and the daemon dies before the close. The early
+    PUT's intent was durable before its first byte (size unknown): after
+    the remount it is never taken as done, and the cache file, which holds
+    every byte written (a kill -9 keeps the page cache), is uploaded whole.
+    The same when the early PUT had been abandoned (a seek back) and the
+    close's whole PUT never came."""
+    mounts.allow += ALLOW + [r"early upload"]
+    m = mounts()
+    os.mkdir(m.path("crash"))
+    url = sandbox_url(mounts.orch, "crash")
+    m.secrets.append(url)
+    MiB = 1 << 20
+    data = bytearray(os.urandom(8 * MiB))
+    fd = os.open(m.path("crash", "workspace", "early.bin"),
+                 os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for off in range(0, len(data), MiB):
+            assert os.write(fd, data[off:off + MiB]) == MiB
+        assert sbx.wait_for(lambda: _early_stat(m, "early_put_bytes") == len(data),
+                            timeout=60, interval=0.1)
+        if when == "after a seek back":
+            more = os.urandom(4096)
+            os.pwrite(fd, more, 4096)
+            data[4096:8192] = more
+            assert sbx.wait_for(lambda: _early_stat(m, "early_puts_running") == 0,
+                                timeout=30, interval=0.1)
+        m.kill9()
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    m2 = mounts()
+    m2.secrets.append(url)
+    health = m2.path(".sandboxfs", "health")
+    assert sbx.wait_for(lambda: mount.read(health) == "ok\n", timeout=30, interval=0.2), \
+        mount.read(health)
+    assert sbx.get(url, "early.bin").body == bytes(data)
+    assert "early upload" in m2.output()
+
+
 # --- a full disk under the state directory ----------------------------------
 
 @pytest.fixture

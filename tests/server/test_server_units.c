@@ -73,6 +73,9 @@ static void test_faults(void)
 	CHECK(faults_set(&f, "truncate_answer") == NULL && f.truncate_answer);
 	CHECK(faults_set(&f, "body_rate_kbps=64") == NULL && f.body_rate_kbps == 64);
 	CHECK(faults_set(&f, "body_rate_kbps=-1") != NULL);
+	CHECK(faults_set(&f, "refuse_chunked") == NULL && f.refuse_chunked);
+	CHECK(faults_set(&f, "drop_chunked_kb=64") == NULL && f.drop_chunked_kb == 64);
+	CHECK(faults_set(&f, "drop_chunked_kb") != NULL);
 	CHECK(faults_any(&f));
 	{
 		struct faults g = {0};
