@@ -432,8 +432,11 @@ int fs_stream_read(struct fs_mount *m, const struct fs_loc *loc, char *buf, size
 
 int fs_stream_open_wait(struct fs_mount *m, const struct fs_loc *loc, bool wait)
 {
-	if ((loc->file != FS_F_STDOUT && loc->file != FS_F_STDERR) ||
-	    (loc->node != FS_N_SBFILE && loc->node != FS_N_RUNFILE))
+	if (loc->file != FS_F_STDOUT && loc->file != FS_F_STDERR)
+		return 0;
+	if (loc->node == FS_N_JOBFILE)
+		return fs_job_open_wait(m, loc, wait);
+	if (loc->node != FS_N_SBFILE && loc->node != FS_N_RUNFILE)
 		return 0;
 	int which = loc->file == FS_F_STDERR;
 	int rc = 0;
