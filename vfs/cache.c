@@ -221,6 +221,7 @@ static void file_free(struct wsfile *f)
 		}
 	if (f->path)
 		htab_del(&ws->files, &f->h);
+	due_remove(f);
 	if (f->idle)
 		idle_unlink(c, f);
 	if (f->fd >= 0)
@@ -301,6 +302,7 @@ void cache_set_state(struct wsfile *f, bool dirty, bool pending)
 		c->dirty_bytes += f->size;
 		c->unsaved_files++;
 	}
+	due_update(f);
 	idle_update(f);
 }
 

@@ -307,6 +307,7 @@ int wscache_restore(struct wscache *c, const struct journal_state *st)
 			f->intent_gen = 1;
 			f->intent_synced = true;
 			f->next_try_ms = common_now_ms();
+			due_update(f);
 			f->mtime.tv_sec = sb_st.st_mtim.tv_sec;
 			f->mtime.tv_nsec = sb_st.st_mtim.tv_nsec;
 			pthread_cond_broadcast(&c->cond);

@@ -96,6 +96,7 @@ void upload_schedule(struct wsfile *f, int err)
 	/* Jitter: 75%..125% of the delay, so retries of many files spread. */
 	delay = delay * 3 / 4 + (uint64_t)rand_r(&c->rand_state) % (delay / 2 + 1);
 	f->next_try_ms = common_now_ms() + delay;
+	due_update(f);
 	pthread_cond_broadcast(&c->cond);
 }
 
@@ -359,6 +360,7 @@ int upload_locked(struct wsfile *f, enum upload_caller who)
 		f->attempts = 0;
 		f->permanent = false;
 		f->last_err = 0;
+		due_update(f);
 		cache_set_state(f, f->wgen != gen, false);
 		f->remote_exists = true;
 		f->epoch = ws->epoch;
@@ -402,25 +404,25 @@ out:
 /* The pending file due first, or NULL; *wait_ms says how long to wait. */
 static struct wsfile *next_due(struct wscache *c, uint64_t *wait_ms)
 {
-	struct wsfile *best = NULL;
-	for (struct workspace *ws = c->unsaved_files ? c->wss : NULL; ws; ws = ws->next) {
-		/* While a command holds the seat, an upload would land in the
-		 * middle of it: the retry waits for the seat to be free. */
-		if (ws->gone || ws->seats)
-			continue;
-		for (struct wsfile *f = ws->all; f; f = f->ws_next)
-			if (f->pending && !f->permanent && !f->unlinked &&
-			    (!best || f->next_try_ms < best->next_try_ms))
-				best = f;
-	}
 	uint64_t now = common_now_ms();
 	*wait_ms = 1000;
-	if (best && best->next_try_ms > now) {
-		if (best->next_try_ms - now < *wait_ms)
-			*wait_ms = best->next_try_ms - now;
-		return NULL;
+	for (size_t tries = c->ndue; tries > 0; tries--) {
+		struct wsfile *f = due_first(c);
+		if (f->next_try_ms > now) {
+			if (f->next_try_ms - now < *wait_ms)
+				*wait_ms = f->next_try_ms - now;
+			return NULL;
+		}
+		if (!f->ws->gone && !f->ws->seats)
+			return f;
+		/* While a command holds the seat, an upload would land in the
+		 * middle of it: the command uploads what is unsaved before it
+		 * runs, and the retry comes after. A gone sandbox's files
+		 * wait for rescue, rarely looked at again. */
+		f->next_try_ms = now + (f->ws->gone ? RETRY_CAP_MS : RETRY_BASE_MS);
+		due_update(f);
 	}
-	return best;
+	return NULL;
 }
 
 void *upload_thread(void *arg)
@@ -440,6 +442,7 @@ void *upload_thread(void *arg)
 			ws_log(f->ws, "cannot open a pending cache file: %s",
 			       strerror(errno));
 			f->permanent = true;
+			due_update(f);
 			continue;
 		}
 		pthread_mutex_unlock(&c->lock);

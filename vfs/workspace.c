@@ -335,6 +335,7 @@ void wscache_free(struct wscache *c)
 	free(c->files_dir);
 	free(c->rescue_dir);
 	free(c->incomplete_dir);
+	free(c->due); /* its files went with their workspaces */
 	free(c);
 }
 
@@ -514,8 +515,10 @@ void workspace_set_url(struct workspace *ws, const char *url)
 	if (ws->url) {
 		/* What waits for the sandbox is tried at its new place now. */
 		for (struct wsfile *f = ws->all; f; f = f->ws_next)
-			if (f->pending && !f->permanent)
+			if (f->pending && !f->permanent) {
 				f->next_try_ms = common_now_ms();
+				due_update(f);
+			}
 		dir_stale_all(ws);
 	}
 	pthread_cond_broadcast(&c->cond);

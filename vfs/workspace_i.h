@@ -177,6 +177,7 @@ struct wsfile {
 	int attempts;
 	bool flush_parked; /* failed in the running flush_all pass: skip it */
 	uint64_t next_try_ms;
+	size_t due_pos; /* 1 + its index in c->due (due.c), 0: not there */
 	int last_err;
 	struct timespec mtime;
 	uint64_t shown_ms; /* attributes last given to the kernel, as wsentry */
@@ -288,6 +289,9 @@ struct wscache {
 	 * when they end, and all before the backend is freed, since a
 	 * thread's exit still uses the backend (its connection handle). */
 	struct fetch_worker *fetch_workers;
+	/* Pending files by next retry, a min-heap (due.c). */
+	struct wsfile **due;
+	size_t ndue, due_cap;
 	bool fetch_stop; /* atomic: unmounting, downloads stop */
 	/* The reserve of the cache directory's file system (cache.c): growth
 	 * that would leave it less free than reserve_percent is ENOSPC.
@@ -494,6 +498,14 @@ int cache_reserve(struct wscache *c, struct wsfile *f, uint64_t new_size);
  * its upload done). No pointer to a file without a reference may be held
  * across it. */
 void cache_trim(struct wscache *c);
+/* --- upload retries by due time (due.c), c->lock held ------------------------*/
+/* f's pending state, permanence, unlinking or next_try_ms changed. */
+void due_update(struct wsfile *f);
+/* f leaves the heap (it is freed). */
+void due_remove(struct wsfile *f);
+/* The file whose retry is due first, or NULL. */
+struct wsfile *due_first(struct wscache *c);
+
 /* Appends the reserve's health line, if writes are refused (c->lock
  * held). Returns the number of problems. */
 int cache_health(struct wscache *c, FILE *out);
