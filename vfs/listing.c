@@ -405,6 +405,14 @@ static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **
 			*out = d;
 			return -ENOMEM;
 		}
+		/* The listing has no times. A name that appeared since the
+		 * last look shows when it was first seen; in a listing looked at
+		 * for the first time (or again after it was evicted), every
+		 * name shows the time this mount first knew the workspace, so
+		 * a file's mtime never moves because its listing was evicted
+		 * and fetched again (git would read every file again, make
+		 * and rsync would redo their work). */
+		const struct timespec *first = had ? &now : &ws->born;
 		for (size_t i = 0; i < l.count; i++) {
 			struct backend_entry *e = &l.entries[i];
 			if (!backend_name_valid(e->name) ||
@@ -414,7 +422,7 @@ static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **
 			d->ents[d->n++] = (struct wsentry){.name = e->name,
 							   .size = e->size,
 							   .is_dir = e->is_dir,
-							   .seen = now};
+							   .seen = *first};
 			e->name = NULL;
 		}
 		qsort(d->ents, d->n, sizeof(*d->ents), ent_cmp);

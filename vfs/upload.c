@@ -368,6 +368,16 @@ int upload_locked(struct wsfile *f, enum upload_caller who)
 			struct wsmeta *m = meta_get(ws, path, false);
 			dir_upsert(ws, path, size, false,
 				   m && m->has_times ? NULL : &f->mtime);
+			/* The time of its last write stays its mtime after its
+			 * listing is evicted or its copy leaves the cache (the
+			 * listing has no times); a later write, or a command
+			 * that changes it, gives it a new one. Times set by
+			 * utimens since the write are kept. */
+			if (f->wgen == gen && !(m && m->has_times) &&
+			    (m = meta_get(ws, path, true))) {
+				m->has_times = true;
+				m->mtime = m->atime = f->mtime;
+			}
 			/* A PUT may have replaced the file: apply its mode again. */
 			if (m && m->has_mode && m->mode != WS_FILE_MODE)
 				m->mode_queued = true;

@@ -77,3 +77,48 @@ def test_a_find_over_many_directories_stays_within_listing_max(tmp_path, orch):
     finally:
         m.stop()
     m.check_log()
+
+
+def test_mtimes_stay_put_when_listings_are_evicted(tmp_path, orch):
+    """The listing has no times: a file's mtime must not move because its
+    listing was evicted and fetched again, or git reads every file again and
+    make and rsync redo their work. A file this mount wrote keeps the time
+    of its last write, one it never changed the time the mount first knew
+    the workspace; a file that appears later shows when it was first seen."""
+    m = mount.Mount(tmp_path, server=orch,
+                    opts=[f"listing_max={BOUND}", "listing_ttl=600000",
+                          "attr_timeout=0"])
+    m.start()
+    try:
+        os.mkdir(m.path("sbx1"))
+        os.mkdir(m.path("big"))
+        r = sbx.execute(sandbox_url(orch, "sbx1"), "mkdir t && echo old > t/untouched.txt")
+        assert r.status == 200 and r.json()["exitCode"] == 0, r
+        ws = m.path("sbx1", "workspace")
+        (ws / "mine.txt").write_text("written here\n")
+        names = ("mine.txt", "t/untouched.txt")
+        before = {n: os.stat(ws / n).st_mtime_ns for n in names}
+        # another sandbox's many listings push this one's out of the cache
+        cmd = (f"mkdir t && cd t && for d in $(seq 1 {DIRS}); do mkdir d$d && "
+               f"(cd d$d && seq 1 {FILES} | sed 's/^/a-file-with-a-rather-long-name-/' "
+               f"| xargs touch); done")
+        r = sbx.execute(sandbox_url(orch, "big"), cmd, 120)
+        assert r.status == 200 and r.json()["exitCode"] == 0, r
+        subprocess.run(["find", "t"], cwd=m.path("big", "workspace"), capture_output=True,
+                       timeout=120, check=True)
+        fetched = int(stats(m)["listings_fetched"])
+        after = {n: os.stat(ws / n).st_mtime_ns for n in names}
+        assert int(stats(m)["listings_fetched"]) >= fetched + 2  # listed again
+        assert after == before
+        # a name that appears later (seen after a command) is newer
+        assert sbx.put(sandbox_url(orch, "sbx1"), "t/new.txt", b"new\n").status == 204
+        with open(m.path("sbx1", "ctl"), "w") as f:
+            f.write("true")
+        assert sorted(os.listdir(ws / "t")) == ["new.txt", "untouched.txt"]
+        assert os.stat(ws / "t" / "new.txt").st_mtime_ns > before["t/untouched.txt"]
+        # (the first command's list has every file, with the sandbox's own
+        # time: whole seconds there)
+        assert os.stat(ws / "mine.txt").st_mtime_ns // 10**9 == before["mine.txt"] // 10**9
+    finally:
+        m.stop()
+    m.check_log()
