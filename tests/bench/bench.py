@@ -342,7 +342,7 @@ class Bench:
                  target_sshfs=False, rss=self.hwm_mib())
 
         # what one FUSE request costs on this machine: a getxattr the
-        # daemon answers ENODATA at once (ls -l asks two per entry)
+        # daemon answers ENODATA at once
         probe = self.mws / "xattr-probe"
         probe.write_bytes(b"x")
 
@@ -1064,6 +1064,9 @@ class Bench:
                 for f in (REPO / sub).iterdir():
                     if f.suffix in (".c", ".h"):
                         shutil.copy(f, p / f.name)
+            (p / "common").mkdir()  # the headers they include as "common/..."
+            for f in (REPO / "common").glob("*.h"):
+                shutil.copy(f, p / "common" / f.name)
             (p / "Makefile").write_text(MAKEFILE)
         nsrc = len(list((self.ws / "proj").glob("*.c")))
         self.ctl()
@@ -1164,7 +1167,7 @@ class Bench:
 MAKEFILE = """\
 SRCS := $(sort $(wildcard *.c))
 OBJS := $(SRCS:.c=.o)
-CFLAGS := -O1 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -DSANDBOXFS_VERSION=\\"bench\\" \
+CFLAGS := -O1 -I. -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -DSANDBOXFS_VERSION=\\"bench\\" \
   $(shell pkg-config --cflags libcurl libcjson)
 libproj.a: $(OBJS)
 \tar rcs $@ $^
