@@ -531,7 +531,7 @@ int ws_link_rename(struct workspace *ws, const char *from, const char *to, bool 
 	pthread_mutex_lock(&c->lock);
 	link_drop(ws, from);
 	dir_remove(ws, from);
-	meta_move(ws, from, to);
+	meta_move_one(ws, from, to);
 	struct wslink *nl = link_set(ws, to, target, queued);
 	if (nl)
 		link_show(ws, nl);

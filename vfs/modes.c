@@ -44,6 +44,31 @@ void meta_drop(struct workspace *ws, const char *path)
 		meta_free(ws, m);
 }
 
+void meta_move_one(struct workspace *ws, const char *from, const char *to)
+{
+	if (strcmp(from, to) == 0)
+		return;
+	struct wsmeta *m = meta_get(ws, from, false);
+	if (m)
+		htab_del(&ws->metas, &m->h);
+	meta_drop(ws, to); /* what was at the destination is replaced */
+	if (!m)
+		return;
+	char *np = strdup(to);
+	if (!np) {
+		free(m->path);
+		free(m);
+		return;
+	}
+	free(m->path);
+	m->path = np;
+	m->h.key = np;
+	/* A file put at a new name has the server's default mode. */
+	if (m->has_mode)
+		m->mode_queued = true;
+	htab_add(&ws->metas, &m->h);
+}
+
 /* Moves the metadata of from, and of everything below it, to to. */
 void meta_move(struct workspace *ws, const char *from, const char *to)
 {

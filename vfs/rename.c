@@ -92,7 +92,7 @@ static int rename_file(struct workspace *ws, const char *from, const char *to)
 		f->remote_exists = true;
 		struct wsmeta *m = meta_get(ws, from, false);
 		bool has_times = m && m->has_times;
-		meta_move(ws, from, to);
+		meta_move_one(ws, from, to);
 		dir_upsert(ws, to, size, false, has_times ? NULL : &f->mtime);
 		c->n.renames++;
 	} else if (st == BACKEND_OK || rc == -EIO) {

@@ -455,8 +455,11 @@ void links_restore(struct wscache *c, const struct journal_sandbox *sb);
 /* metadata (modes.c, c->lock held) */
 struct wsmeta *meta_get(struct workspace *ws, const char *path, bool create);
 void meta_drop(struct workspace *ws, const char *path);
-/* Moves the metadata of from (a file or a tree) to to, replacing to's. */
+/* Moves the metadata of from (a file or a tree) to to, replacing to's:
+ * a pass over every path with metadata. */
 void meta_move(struct workspace *ws, const char *from, const char *to);
+/* The same for a file or a link: its own metadata only, by its name. */
+void meta_move_one(struct workspace *ws, const char *from, const char *to);
 
 /* cache.c (c->lock held unless said otherwise) */
 struct wsfile *file_find(struct workspace *ws, const char *path);
