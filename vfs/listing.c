@@ -288,7 +288,8 @@ static bool dir_fresh(const struct workspace *ws, const struct wsdir *d)
 static void dir_merge_local(struct workspace *ws, struct wsdir *d,
 			    const struct timespec *now)
 {
-	for (struct wsfile *f = ws->all; f; f = f->ws_next) {
+	/* every cached file of the workspace: only when some are unsaved */
+	for (struct wsfile *f = ws->c->unsaved_files ? ws->all : NULL; f; f = f->ws_next) {
 		if (!f->path || !(f->dirty || f->pending))
 			continue;
 		const char *name;
