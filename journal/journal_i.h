@@ -42,6 +42,11 @@ enum journal_decode_result journal_decode_payload(const uint8_t *p, size_t len,
 int journal_output_copy(struct journal_output *dst, const struct journal_output *src);
 bool journal_output_equal(const struct journal_output *a, const struct journal_output *b);
 bool journal_str_equal(const char *a, const char *b);
+/* For the copies of state.c and rebuild.c: a strdup of s (NULL stays
+ * NULL), and an output copy, each setting *err to -ENOMEM on failure. */
+char *journal_dup_or_null(const char *s, int *err);
+void journal_copy_output(struct journal_output *dst, const struct journal_output *src,
+			 int *err);
 
 bool journal_record_equal(const struct journal_record *a, const struct journal_record *b);
 int journal_record_copy(struct journal_record *dst, const struct journal_record *src);

@@ -9,23 +9,6 @@
 
 #include "journal_i.h"
 
-static char *dup_or_null(const char *s, int *err)
-{
-	if (!s)
-		return NULL;
-	char *d = strdup(s);
-	if (!d)
-		*err = -ENOMEM;
-	return d;
-}
-
-static void copy_output(struct journal_output *dst, const struct journal_output *src,
-			int *err)
-{
-	if (journal_output_copy(dst, src) < 0)
-		*err = -ENOMEM;
-}
-
 /* --- the records that rebuild a state (compaction) ------------------------*/
 
 struct recs {
@@ -53,7 +36,7 @@ static struct journal_record *recs_add(struct recs *rs, enum journal_kind kind,
 	memset(r, 0, sizeof(*r));
 	r->kind = kind;
 	r->time_ms = time_ms;
-	r->sandbox = dup_or_null(sandbox, &rs->err);
+	r->sandbox = journal_dup_or_null(sandbox, &rs->err);
 	return r;
 }
 
@@ -63,7 +46,7 @@ static void emit_run(struct recs *rs, const char *id, const struct journal_run *
 	if (!r)
 		return;
 	r->seq = run->seq;
-	r->command = dup_or_null(run->command, &rs->err);
+	r->command = journal_dup_or_null(run->command, &rs->err);
 	r->timeout_s = run->timeout_s;
 	r->internal = run->internal;
 	static const enum journal_kind outcome[] = {
@@ -76,13 +59,13 @@ static void emit_run(struct recs *rs, const char *id, const struct journal_run *
 	if (!(r = recs_add(rs, outcome[run->status], id, run->ended_ms)))
 		return;
 	r->seq = run->seq;
-	r->error = dup_or_null(run->error, &rs->err);
+	r->error = journal_dup_or_null(run->error, &rs->err);
 	if (run->status == JOURNAL_RUN_DONE) {
 		r->exit_code = run->exit_code;
 		r->duration_ms = run->duration_ms;
 		r->truncated = run->truncated;
-		copy_output(&r->out, &run->out, &rs->err);
-		copy_output(&r->err, &run->err, &rs->err);
+		journal_copy_output(&r->out, &run->out, &rs->err);
+		journal_copy_output(&r->err, &run->err, &rs->err);
 	}
 }
 
@@ -92,8 +75,8 @@ static void emit_job(struct recs *rs, const char *id, const struct journal_job *
 	if (!r)
 		return;
 	r->job = jb->job;
-	r->command = dup_or_null(jb->command, &rs->err);
-	r->path = dup_or_null(jb->dir, &rs->err);
+	r->command = journal_dup_or_null(jb->command, &rs->err);
+	r->path = journal_dup_or_null(jb->dir, &rs->err);
 	if (jb->status == JOURNAL_JOBST_PENDING)
 		return;
 	if (jb->status == JOURNAL_JOBST_UNKNOWN || jb->status == JOURNAL_JOBST_NOT_RUN) {
@@ -103,7 +86,7 @@ static void emit_job(struct recs *rs, const char *id, const struct journal_job *
 			     id, jb->ended_ms);
 		if (r) {
 			r->job = jb->job;
-			r->error = dup_or_null(jb->error, &rs->err);
+			r->error = journal_dup_or_null(jb->error, &rs->err);
 		}
 		return;
 	}
@@ -136,16 +119,16 @@ static void emit_sandbox(struct recs *rs, const struct journal_sandbox *sb)
 		if (!(r = recs_add(rs, JOURNAL_UPLOAD_INTENT, sb->id, 0)))
 			return;
 		r->upload_id = u->upload_id;
-		r->path = dup_or_null(u->path, &rs->err);
-		r->cache_file = dup_or_null(u->cache_file, &rs->err);
+		r->path = journal_dup_or_null(u->path, &rs->err);
+		r->cache_file = journal_dup_or_null(u->cache_file, &rs->err);
 		r->size = u->size;
 		r->checksum = u->checksum;
-		r->error = dup_or_null(u->error, &rs->err);
+		r->error = journal_dup_or_null(u->error, &rs->err);
 		if (u->abandoned) {
 			if (!(r = recs_add(rs, JOURNAL_UPLOAD_ABANDONED, sb->id, 0)))
 				return;
 			r->upload_id = u->upload_id;
-			r->error = dup_or_null(u->error, &rs->err);
+			r->error = journal_dup_or_null(u->error, &rs->err);
 		}
 	}
 	for (size_t i = 0; i < sb->nlinks; i++) {
@@ -159,20 +142,20 @@ static void emit_sandbox(struct recs *rs, const struct journal_sandbox *sb)
 	r->sb_state = (int)sb->state;
 	r->owned = sb->owned;
 	r->foreign = sb->foreign;
-	r->spec = dup_or_null(sb->spec, &rs->err);
+	r->spec = journal_dup_or_null(sb->spec, &rs->err);
 	r->bound_s = sb->bound_s;
-	r->url = dup_or_null(sb->url, &rs->err);
-	r->pool = dup_or_null(sb->pool, &rs->err);
-	r->image = dup_or_null(sb->image, &rs->err);
+	r->url = journal_dup_or_null(sb->url, &rs->err);
+	r->pool = journal_dup_or_null(sb->pool, &rs->err);
+	r->image = journal_dup_or_null(sb->image, &rs->err);
 	r->port = sb->port;
 	r->idle_s = sb->idle_s;
 	r->timeout_s = sb->timeout_s;
-	r->env = dup_or_null(sb->env, &rs->err);
-	r->path = dup_or_null(sb->cwd, &rs->err);
+	r->env = journal_dup_or_null(sb->env, &rs->err);
+	r->path = journal_dup_or_null(sb->cwd, &rs->err);
 	r->seq = sb->last_seq;
 	r->commands_run = sb->commands_run;
 	r->job = sb->last_job;
-	r->error = dup_or_null(sb->last_error, &rs->err);
+	r->error = journal_dup_or_null(sb->last_error, &rs->err);
 }
 
 int journal_state_records(const struct journal_state *st, struct journal_record **out,

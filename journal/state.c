@@ -563,7 +563,7 @@ void journal_state_apply(struct journal_state *st, const struct journal_record *
 
 /* --- copy and compare -----------------------------------------------------*/
 
-static char *dup_or_null(const char *s, int *err)
+char *journal_dup_or_null(const char *s, int *err)
 {
 	if (!s)
 		return NULL;
@@ -573,8 +573,8 @@ static char *dup_or_null(const char *s, int *err)
 	return d;
 }
 
-static void copy_output(struct journal_output *dst, const struct journal_output *src,
-			int *err)
+void journal_copy_output(struct journal_output *dst, const struct journal_output *src,
+			 int *err)
 {
 	if (journal_output_copy(dst, src) < 0)
 		*err = -ENOMEM;
@@ -596,14 +596,14 @@ int journal_state_copy(struct journal_state *dst, const struct journal_state *sr
 		const struct journal_sandbox *s = &src->sandboxes[i];
 		struct journal_sandbox *d = &dst->sandboxes[i];
 		*d = *s;
-		d->id = dup_or_null(s->id, &err);
-		d->url = dup_or_null(s->url, &err);
-		d->spec = dup_or_null(s->spec, &err);
-		d->env = dup_or_null(s->env, &err);
-		d->cwd = dup_or_null(s->cwd, &err);
-		d->pool = dup_or_null(s->pool, &err);
-		d->image = dup_or_null(s->image, &err);
-		d->last_error = dup_or_null(s->last_error, &err);
+		d->id = journal_dup_or_null(s->id, &err);
+		d->url = journal_dup_or_null(s->url, &err);
+		d->spec = journal_dup_or_null(s->spec, &err);
+		d->env = journal_dup_or_null(s->env, &err);
+		d->cwd = journal_dup_or_null(s->cwd, &err);
+		d->pool = journal_dup_or_null(s->pool, &err);
+		d->image = journal_dup_or_null(s->image, &err);
+		d->last_error = journal_dup_or_null(s->last_error, &err);
 		d->runs = NULL;
 		d->uploads = NULL;
 		d->jobs = NULL;
@@ -616,9 +616,9 @@ int journal_state_copy(struct journal_state *dst, const struct journal_state *sr
 			const struct journal_job *sj = &s->jobs[k];
 			struct journal_job *dj = &d->jobs[k];
 			*dj = *sj;
-			dj->command = dup_or_null(sj->command, &err);
-			dj->dir = dup_or_null(sj->dir, &err);
-			dj->error = dup_or_null(sj->error, &err);
+			dj->command = journal_dup_or_null(sj->command, &err);
+			dj->dir = journal_dup_or_null(sj->dir, &err);
+			dj->error = journal_dup_or_null(sj->error, &err);
 		}
 		if (s->nruns && (d->runs = calloc(s->nruns, sizeof(*d->runs))))
 			d->nruns = s->nruns;
@@ -633,18 +633,18 @@ int journal_state_copy(struct journal_state *dst, const struct journal_state *sr
 			const struct journal_run *sr = &s->runs[k];
 			struct journal_run *dr = &d->runs[k];
 			*dr = *sr;
-			dr->command = dup_or_null(sr->command, &err);
-			dr->error = dup_or_null(sr->error, &err);
-			copy_output(&dr->out, &sr->out, &err);
-			copy_output(&dr->err, &sr->err, &err);
+			dr->command = journal_dup_or_null(sr->command, &err);
+			dr->error = journal_dup_or_null(sr->error, &err);
+			journal_copy_output(&dr->out, &sr->out, &err);
+			journal_copy_output(&dr->err, &sr->err, &err);
 		}
 		for (size_t k = 0; k < d->nuploads; k++) {
 			const struct journal_upload *su = &s->uploads[k];
 			struct journal_upload *du = &d->uploads[k];
 			*du = *su;
-			du->path = dup_or_null(su->path, &err);
-			du->cache_file = dup_or_null(su->cache_file, &err);
-			du->error = dup_or_null(su->error, &err);
+			du->path = journal_dup_or_null(su->path, &err);
+			du->cache_file = journal_dup_or_null(su->cache_file, &err);
+			du->error = journal_dup_or_null(su->error, &err);
 		}
 	}
 	if (err)

@@ -295,30 +295,11 @@ def test_rmdir_of_a_job_and_writes_elsewhere_are_refused(sandbox):
 def test_tail_f_of_a_job_started_before_its_first_line(sandbox, orch):
     """A real tail -f opened while the job's output is still empty follows
     it (the open waits for the first byte, as a FIFO's does)."""
-    import pty
-    import select
+    from test_stream import tail_f_on_a_terminal
     d = sandbox
     n = spawn(d, "sleep 1.5; for i in $(seq 1 20); do echo tick $i; sleep 0.3; done")
     assert os.stat(d / "jobs" / n / "stdout").st_size == 0
-    master, slave = pty.openpty()
-    p = subprocess.Popen(["tail", "-f", str(d / "jobs" / n / "stdout")], stdout=slave,
-                         stderr=slave, stdin=subprocess.DEVNULL)
-    os.close(slave)
-    out = b""
-    deadline = time.monotonic() + 4.5
-    try:
-        while time.monotonic() < deadline:
-            r, _, _ = select.select([master], [], [], 0.1)
-            if r:
-                try:
-                    out += os.read(master, 4096)
-                except OSError:
-                    break
-    finally:
-        p.terminate()
-        p.wait(10)
-        os.close(master)
-    lines = out.decode().replace("\r\n", "\n").splitlines()
+    lines = tail_f_on_a_terminal(d / "jobs" / n / "stdout", 4.5).splitlines()
     assert status(d, n) == "running"
     assert len(lines) >= 3, lines
     assert lines == [f"tick {i}" for i in range(1, len(lines) + 1)]
