@@ -211,7 +211,9 @@ def test_jobs_survive_a_remount(tmp_path, orch):
         m.secrets.append(url)
         spawn(d, "echo done; exit 3")
         assert mount.read(d / "jobs" / "1" / "exit") == "3\n"
-        spawn(d, "echo first; while [ ! -e go ]; do sleep 0.1; done; echo second; exit 4")
+        # (bounded: a test that fails before "go" leaves no process behind)
+        spawn(d, "echo first; for i in $(seq 600); do [ -e go ] && break; sleep 0.1; done; "
+                 "echo second; exit 4")
         fd = os.open(d / "jobs" / "2" / "stdout", os.O_RDONLY)
         try:
             assert read_lines(fd, 1, time.monotonic() + 20) == b"first\n"
