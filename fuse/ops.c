@@ -146,9 +146,11 @@ static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t
 		filler(buf, "jobs", NULL, 0, 0);
 		filler(buf, "workspace", NULL, 0, 0);
 		return 0;
-	case FS_N_JOBS: {
+	case FS_N_JOBS:
+	case FS_N_RUNS: {
 		uint64_t *v;
-		size_t n = fs_job_numbers(m, loc.sb, &v);
+		size_t n = loc.node == FS_N_JOBS ? fs_job_numbers(m, loc.sb, &v)
+						 : fs_run_numbers(m, loc.sb, &v);
 		if (!v)
 			return -ENOMEM;
 		for (size_t i = 0; i < n; i++) {
@@ -163,26 +165,6 @@ static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t
 		for (size_t i = 0; (d = fs_file_next(FS_IN_JOB, &i));)
 			filler(buf, d->name, NULL, 0, 0);
 		return 0;
-	case FS_N_RUNS: {
-		pthread_mutex_lock(&m->lock);
-		size_t n = loc.sb->nruns;
-		uint64_t *seqs = calloc(n + 1, sizeof(*seqs));
-		size_t k = 0;
-		for (size_t i = 0; seqs && i < n; i++)
-			if (!loc.sb->runs[i].internal)
-				seqs[k++] = loc.sb->runs[i].seq;
-		n = k;
-		pthread_mutex_unlock(&m->lock);
-		if (!seqs)
-			return -ENOMEM;
-		for (size_t i = 0; i < n; i++) {
-			char name[24];
-			snprintf(name, sizeof(name), "%llu", (unsigned long long)seqs[i]);
-			filler(buf, name, NULL, 0, 0);
-		}
-		free(seqs);
-		return 0;
-	}
 	case FS_N_RUN:
 		for (size_t i = 0; (d = fs_file_next(FS_IN_RUN, &i));)
 			filler(buf, d->name, NULL, 0, 0);
@@ -654,13 +636,7 @@ static bool fs_xattr_next(const char *buf, size_t len, size_t *i, const char **k
 
 static int fs_getxattr(const char *path, const char *name, char *value, size_t size)
 {
-	/* The mount has user.* attributes only. Security labels and POSIX
-	 * ACLs are not supported, which is what ENOTSUP says (ENODATA would
-	 * say "supported, none here"): ls -l and cp then stop asking on this
-	 * device after the first name instead of sending two requests per
-	 * entry (coreutils remembers a device that answers ENOTSUP). */
-	if (strncmp(name, "user.", 5) != 0)
-		return -ENOTSUP;
+	/* user.* only: the adapter answers the rest ENOTSUP (fuse/xattr.c) */
 	char *buf;
 	size_t len;
 	int rc = fs_path_xattrs(path, &buf, &len);

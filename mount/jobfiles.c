@@ -60,34 +60,6 @@ int fs_job_read(struct fs_mount *m, const struct fs_loc *loc, char *buf, size_t 
 	}
 }
 
-int fs_job_open_wait(struct fs_mount *m, const struct fs_loc *loc, bool wait)
-{
-	int which = loc->file == FS_F_STDERR;
-	int rc = 0;
-	pthread_mutex_lock(&m->lock);
-	for (;;) {
-		struct fs_job *jb = fs_job_find(loc->sb, loc->seq);
-		if (!jb || jb->status == FS_JOB_FAILED || jb->status == FS_JOB_UNKNOWN ||
-		    jb->final_done || (jb->spooled && jb->s[which].have > 0))
-			break;
-		if (!wait) {
-			rc = 1;
-			break;
-		}
-		jb->refs++;
-		pthread_mutex_unlock(&m->lock);
-		fs_job_want(m, loc->sb, jb);
-		pthread_mutex_lock(&m->lock);
-		fs_job_put_locked(jb);
-		if (fs_wait_step(m, true) < 0) {
-			rc = -EINTR;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&m->lock);
-	return rc;
-}
-
 int fs_job_wait(struct fs_mount *m, const struct fs_loc *loc, bool nonblock)
 {
 	pthread_mutex_lock(&m->lock);

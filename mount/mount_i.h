@@ -224,6 +224,9 @@ struct fs_run *fs_sandbox_run(struct fs_sandbox *sb, uint64_t seq);
 /* What the user sees (stdout, exit, status, last, runs/): the user's own
  * runs only. The latest may be NULL; fs_sandbox_last is 0 then. */
 struct fs_run *fs_sandbox_user_run(struct fs_sandbox *sb, uint64_t seq);
+/* The numbers of sb's user runs (runs/), oldest first, into a malloc'ed
+ * *out (NULL when out of memory); takes m->lock. */
+size_t fs_run_numbers(struct fs_mount *m, struct fs_sandbox *sb, uint64_t **out);
 struct fs_run *fs_sandbox_latest(const struct fs_sandbox *sb);
 uint64_t fs_sandbox_last(const struct fs_sandbox *sb);
 /* Builds the model from the replayed journal (no lock needed: start-up). */

@@ -127,8 +127,8 @@ int fs_stream_read(struct fs_mount *m, const struct fs_loc *loc, char *buf, size
  * has written nothing there yet waits for the first byte or the end of the
  * run, as the open of a FIFO waits for a writer: a reader that sees size 0
  * reads to the end first (GNU tail's -f), and a streamed file has no end
- * until the run's (a job's: fs_job_open_wait). With wait false, only says
- * whether it would wait (1) or not (0); else 0 once it need not, or -EINTR. */
+ * until the run's (a job's too). With wait false, only says whether it
+ * would wait (1) or not (0); else 0 once it need not, or -EINTR. */
 int fs_stream_open_wait(struct fs_mount *m, const struct fs_loc *loc, bool wait);
 /* The run a file speaks of (m->lock held): the latest, or runs/SEQ. */
 struct fs_run *fs_loc_run(const struct fs_loc *loc);
@@ -138,9 +138,6 @@ struct fs_run *fs_loc_run(const struct fs_loc *loc);
  * more or for its end (-EAGAIN with nonblock, -EINTR). */
 int fs_job_read(struct fs_mount *m, const struct fs_loc *loc, char *buf, size_t size,
 		off_t off, bool nonblock);
-/* An open of stdout or stderr that has nothing yet: as
- * fs_stream_open_wait, until the first byte or the job's end. */
-int fs_job_open_wait(struct fs_mount *m, const struct fs_loc *loc, bool wait);
 /* exit: waits for the job's end (-EAGAIN with nonblock, -EINTR). */
 int fs_job_wait(struct fs_mount *m, const struct fs_loc *loc, bool nonblock);
 /* command, status, exit, info (status and info list its directory first,

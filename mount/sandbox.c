@@ -224,6 +224,19 @@ struct fs_run *fs_sandbox_user_run(struct fs_sandbox *sb, uint64_t seq)
 	return r && !r->internal ? r : NULL;
 }
 
+size_t fs_run_numbers(struct fs_mount *m, struct fs_sandbox *sb, uint64_t **out)
+{
+	pthread_mutex_lock(&m->lock);
+	uint64_t *v = calloc(sb->nruns + 1, sizeof(*v));
+	size_t n = 0;
+	for (size_t i = 0; v && i < sb->nruns; i++)
+		if (!sb->runs[i].internal)
+			v[n++] = sb->runs[i].seq;
+	pthread_mutex_unlock(&m->lock);
+	*out = v;
+	return n;
+}
+
 struct fs_run *fs_sandbox_latest(const struct fs_sandbox *sb)
 {
 	for (size_t i = sb->nruns; i > 0; i--)

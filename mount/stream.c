@@ -434,31 +434,17 @@ int fs_stream_open_wait(struct fs_mount *m, const struct fs_loc *loc, bool wait)
 {
 	if (loc->file != FS_F_STDOUT && loc->file != FS_F_STDERR)
 		return 0;
+	/* A read of nothing at offset 0: it returns once there is a byte or
+	 * the output is whole, as a read would */
+	char none;
+	int rc;
 	if (loc->node == FS_N_JOBFILE)
-		return fs_job_open_wait(m, loc, wait);
-	if (loc->node != FS_N_SBFILE && loc->node != FS_N_RUNFILE)
+		rc = fs_job_read(m, loc, &none, 0, 0, !wait);
+	else if (loc->node == FS_N_SBFILE || loc->node == FS_N_RUNFILE)
+		rc = fs_stream_read(m, loc, &none, 0, 0, !wait);
+	else
 		return 0;
-	int which = loc->file == FS_F_STDERR;
-	int rc = 0;
-	pthread_mutex_lock(&m->lock);
-	for (;;) {
-		struct fs_run *r = fs_loc_run(loc);
-		if (!r || r->status != FS_RUN_RUNNING || !r->stream)
-			break;
-		fs_stream_want(r->stream);
-		if (r->stream->s[which].have > 0)
-			break;
-		if (!wait) {
-			rc = 1;
-			break;
-		}
-		if (fs_wait_step(m, true) < 0) {
-			rc = -EINTR;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&m->lock);
-	return rc;
+	return rc == -EAGAIN ? 1 : rc == -EINTR ? -EINTR : 0;
 }
 
 off_t fs_stream_size(struct fs_mount *m, const struct fs_run *r, int which)
