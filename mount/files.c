@@ -132,6 +132,39 @@ static int fs_number(const char *seg, size_t len, uint64_t *out)
 	return 0;
 }
 
+/* What follows ID/runs/ or ID/jobs/ (at p): the directory, SEQ/ or N/,
+ * or one of its files. */
+static int fs_resolve_numbered(struct fs_mount *m, struct fs_sandbox *sb, const char *p,
+			       bool jobs, struct fs_loc *loc)
+{
+	const char *seg;
+	size_t len;
+	if (!fs_segment(&p, &seg, &len)) {
+		loc->node = jobs ? FS_N_JOBS : FS_N_RUNS;
+		return 0;
+	}
+	if (fs_number(seg, len, &loc->seq) < 0)
+		return -ENOENT;
+	bool have;
+	if (jobs) {
+		have = fs_job_exists(m, sb, loc->seq);
+	} else {
+		pthread_mutex_lock(&m->lock);
+		have = fs_sandbox_user_run(sb, loc->seq) != NULL;
+		pthread_mutex_unlock(&m->lock);
+	}
+	if (!have)
+		return -ENOENT;
+	if (!fs_segment(&p, &seg, &len)) {
+		loc->node = jobs ? FS_N_JOB : FS_N_RUN;
+		return 0;
+	}
+	if (fs_match(seg, len, jobs ? FS_IN_JOB : FS_IN_RUN, &loc->file) < 0)
+		return -ENOENT;
+	loc->node = jobs ? FS_N_JOBFILE : FS_N_RUNFILE;
+	return fs_segment(&p, &seg, &len) ? -ENOTDIR : 0;
+}
+
 int fs_resolve(struct fs_mount *m, const char *path, struct fs_loc *loc)
 {
 	memset(loc, 0, sizeof(*loc));
@@ -184,45 +217,9 @@ int fs_resolve(struct fs_mount *m, const char *path, struct fs_loc *loc)
 		loc->rel = p;
 		return 0;
 	}
-	if (len == 4 && memcmp(seg, "jobs", 4) == 0) {
-		if (!fs_segment(&p, &seg, &len)) {
-			loc->node = FS_N_JOBS;
-			return 0;
-		}
-		if (fs_number(seg, len, &loc->seq) < 0 || !fs_job_exists(m, sb, loc->seq))
-			return -ENOENT;
-		if (!fs_segment(&p, &seg, &len)) {
-			loc->node = FS_N_JOB;
-			return 0;
-		}
-		if (fs_match(seg, len, FS_IN_JOB, &loc->file) < 0)
-			return -ENOENT;
-		loc->node = FS_N_JOBFILE;
-		return fs_segment(&p, &seg, &len) ? -ENOTDIR : 0;
-	}
-	if (len == 4 && memcmp(seg, "runs", 4) == 0) {
-		if (!fs_segment(&p, &seg, &len)) {
-			loc->node = FS_N_RUNS;
-			return 0;
-		}
-		uint64_t seq;
-		if (fs_number(seg, len, &seq) < 0)
-			return -ENOENT;
-		pthread_mutex_lock(&m->lock);
-		bool have = fs_sandbox_user_run(sb, seq) != NULL;
-		pthread_mutex_unlock(&m->lock);
-		if (!have)
-			return -ENOENT;
-		loc->seq = seq;
-		if (!fs_segment(&p, &seg, &len)) {
-			loc->node = FS_N_RUN;
-			return 0;
-		}
-		if (fs_match(seg, len, FS_IN_RUN, &loc->file) < 0)
-			return -ENOENT;
-		loc->node = FS_N_RUNFILE;
-		return fs_segment(&p, &seg, &len) ? -ENOTDIR : 0;
-	}
+	bool jobs = len == 4 && memcmp(seg, "jobs", 4) == 0;
+	if (jobs || (len == 4 && memcmp(seg, "runs", 4) == 0))
+		return fs_resolve_numbered(m, sb, p, jobs, loc);
 	if (fs_match(seg, len, FS_IN_SB, &loc->file) < 0)
 		return -ENOENT;
 	loc->node = FS_N_SBFILE;
