@@ -544,15 +544,7 @@ static void test_readdir_chunks(struct workspace *ws)
 
 int main(int argc, char **argv)
 {
-	if (argc < 2) {
-		fprintf(stderr, "usage: %s SANDBOX-SERVER\n", argv[0]);
-		return 2;
-	}
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-	srv_start(&S, argv[1], true);
-	struct backend_config bc;
-	backend_config_defaults(&bc);
-	B = backend_new(&bc);
+	B = wstest_begin(argc, argv, &S, true);
 	char cdir[512], cdir2[512];
 	snprintf(cdir, sizeof(cdir), "%s/cache", S.dir);
 	snprintf(cdir2, sizeof(cdir2), "%s/cache2", S.dir);

@@ -64,15 +64,7 @@ static bool is_link(struct workspace *ws, const char *rel, const char *target)
 
 int main(int argc, char **argv)
 {
-	if (argc < 2) {
-		fprintf(stderr, "usage: %s SANDBOX-SERVER\n", argv[0]);
-		return 2;
-	}
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-	srv_start(&S, argv[1], false);
-	struct backend_config bc;
-	backend_config_defaults(&bc);
-	B = backend_new(&bc);
+	B = wstest_begin(argc, argv, &S, false);
 	char cdir[512], cdir2[512];
 	snprintf(cdir, sizeof(cdir), "%s/cache", S.dir);
 	snprintf(cdir2, sizeof(cdir2), "%s/cache2", S.dir);

@@ -774,18 +774,10 @@ static void test_gone_at_restore(void)
 
 int main(int argc, char **argv)
 {
-	if (argc < 2) {
-		fprintf(stderr, "usage: %s SANDBOX-SERVER\n", argv[0]);
-		return 2;
-	}
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-	srv_start(&S, argv[1], true);
+	B = wstest_begin(argc, argv, &S, true);
 	setenv("XDG_STATE_HOME", S.dir, 1); /* keep the user's journal registry clean */
 	snprintf(state_dir, sizeof(state_dir), "%s/state", S.dir);
 	snprintf(cache_dir, sizeof(cache_dir), "%s/cache", state_dir);
-	struct backend_config bc;
-	backend_config_defaults(&bc);
-	B = backend_new(&bc);
 
 	test_fail_then_retry();
 	test_crash_restore();

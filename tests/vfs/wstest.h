@@ -85,6 +85,22 @@ static inline void srv_start(struct srv *s, const char *bin, bool faults)
 	die("sandbox-server port file");
 }
 
+/* A test's start: its one argument (the sandbox-server binary), curl, the
+ * server (with its fault routes when asked) and a backend with the
+ * defaults. Exits 2 on a wrong command line. */
+static inline struct backend *wstest_begin(int argc, char **argv, struct srv *s, bool faults)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s SANDBOX-SERVER\n", argv[0]);
+		exit(2);
+	}
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	srv_start(s, argv[1], faults);
+	struct backend_config bc;
+	backend_config_defaults(&bc);
+	return backend_new(&bc);
+}
+
 static inline void rm_rf(const char *dir)
 {
 	pid_t p = fork();
