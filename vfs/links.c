@@ -117,8 +117,9 @@ static void link_show(struct workspace *ws, struct wslink *l)
 
 void links_fix_listing(struct workspace *ws, struct wsdir *d, const struct timespec *now)
 {
-	if (!d->loaded || d->err)
+	if (!d->loaded || d->err || !ws->links.n)
 		return;
+	/* a pass over every link of the workspace, for each listing loaded */
 	for (size_t i = 0; i < ws->links.nb; i++) {
 		struct hlink *h = ws->links.b[i];
 		while (h) {
