@@ -989,6 +989,25 @@ class Bench:
         finally:
             plain.stop()
 
+    def git_env(self):
+        """git with a fixed identity and no system or user configuration."""
+        return dict(os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@example.org",
+                    GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@example.org",
+                    GIT_CONFIG_NOSYSTEM="1", HOME=str(self.tmp))
+
+    def committed_tree(self, disks, tarball, name, genv):
+        """tarball unpacked as the repository disk/name on each side's own
+        disk and committed there (the contract carries no modes: executables
+        show as 0644, so git ignores modes)."""
+        for disk in disks.values():
+            repo = disk / name
+            repo.mkdir()
+            sh(["tar", "-xf", str(tarball), "-C", str(repo)])
+            sh(["git", "init", "-q"], cwd=repo, env=genv)
+            sh(["git", "config", "core.fileMode", "false"], cwd=repo, env=genv)
+            sh(["git", "add", "-A"], cwd=repo, env=genv)
+            sh(["git", "commit", "-q", "-m", "tree"], cwd=repo, env=genv)
+
     def w_real(self):
         log("5. real work (untar, git status, make)")
         # a real source tree: Python's standard library as installed (without
@@ -1024,18 +1043,8 @@ class Bench:
         disks = {"sandboxfs": self.ws, "local disk": self.local}
         if self.ssh:
             disks["sshfs"] = self.sroot
-        genv = dict(os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@example.org",
-                    GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@example.org",
-                    GIT_CONFIG_NOSYSTEM="1", HOME=str(self.tmp))
-        for k, disk in disks.items():
-            repo = disk / "repo"
-            repo.mkdir()
-            sh(["tar", "-xf", str(tarball), "-C", str(repo)])
-            sh(["git", "init", "-q"], cwd=repo, env=genv)
-            # the contract carries no modes: executables show as 0644
-            sh(["git", "config", "core.fileMode", "false"], cwd=repo, env=genv)
-            sh(["git", "add", "-A"], cwd=repo, env=genv)
-            sh(["git", "commit", "-q", "-m", "tree"], cwd=repo, env=genv)
+        genv = self.git_env()
+        self.committed_tree(disks, tarball, "repo", genv)
         self.ctl()
         first = {}
         for k, root in roots.items():
@@ -1102,19 +1111,10 @@ class Bench:
         if self.ssh:
             roots["sshfs"] = self.smnt
             disks["sshfs"] = self.sroot
-        genv = dict(os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@example.org",
-                    GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@example.org",
-                    GIT_CONFIG_NOSYSTEM="1", HOME=str(self.tmp))
+        genv = self.git_env()
 
         # git status in the whole tree, committed on each side's own disk
-        for k, disk in disks.items():
-            repo = disk / "increpo"
-            repo.mkdir()
-            sh(["tar", "-xf", str(tarball), "-C", str(repo)])
-            sh(["git", "init", "-q"], cwd=repo, env=genv)
-            sh(["git", "config", "core.fileMode", "false"], cwd=repo, env=genv)
-            sh(["git", "add", "-A"], cwd=repo, env=genv)
-            sh(["git", "commit", "-q", "-m", "tree"], cwd=repo, env=genv)
+        self.committed_tree(disks, tarball, "increpo", genv)
         self.ctl()
         for k, root in roots.items():  # the index was written on another disk
             out = sh(["git", "status", "--porcelain"], cwd=root / "increpo", env=genv)
