@@ -299,9 +299,10 @@ def test_tail_f_of_a_job_started_before_its_first_line(sandbox, orch):
     it (the open waits for the first byte, as a FIFO's does)."""
     from test_stream import tail_f_on_a_terminal
     d = sandbox
-    n = spawn(d, "sleep 1.5; for i in $(seq 1 20); do echo tick $i; sleep 0.3; done")
+    n = spawn(d, "sleep 1.5; for i in $(seq 1 40); do echo tick $i; sleep 0.3; done")
     assert os.stat(d / "jobs" / n / "stdout").st_size == 0
-    lines = tail_f_on_a_terminal(d / "jobs" / n / "stdout", 4.5).splitlines()
+    lines = tail_f_on_a_terminal(d / "jobs" / n / "stdout", 9,
+                                 enough_lines=3).splitlines()
     assert status(d, n) == "running"
     assert len(lines) >= 3, lines
     assert lines == [f"tick {i}" for i in range(1, len(lines) + 1)]
