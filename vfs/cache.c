@@ -138,7 +138,11 @@ struct wsfile *file_new(struct workspace *ws, const char *path, const char *adop
 	f->h.key = f->path;
 	htab_add(&ws->files, &f->h);
 	f->ws_next = ws->all;
+	f->ws_prev = NULL;
+	if (ws->all)
+		ws->all->ws_prev = f;
 	ws->all = f;
+	ws->c->nfiles++;
 	/* Not idle yet: every caller references it or makes it pending
 	 * (restore, which sets its size first) next. */
 	return f;
@@ -214,11 +218,14 @@ static void file_free(struct wsfile *f)
 {
 	struct workspace *ws = f->ws;
 	struct wscache *c = ws->c;
-	for (struct wsfile **p = &ws->all; *p; p = &(*p)->ws_next)
-		if (*p == f) {
-			*p = f->ws_next;
-			break;
-		}
+	if (f->ws_prev)
+		f->ws_prev->ws_next = f->ws_next;
+	else
+		ws->all = f->ws_next;
+	if (f->ws_next)
+		f->ws_next->ws_prev = f->ws_prev;
+	c->nfiles--;
+	c->pending_files -= f->pending;
 	if (f->path)
 		htab_del(&ws->files, &f->h);
 	due_remove(f);
@@ -292,6 +299,7 @@ void cache_set_state(struct wsfile *f, bool dirty, bool pending)
 {
 	struct wscache *c = f->ws->c;
 	bool was = f->dirty || f->pending;
+	c->pending_files += (size_t)pending - (size_t)f->pending;
 	f->dirty = dirty;
 	f->pending = pending;
 	bool is = f->dirty || f->pending;

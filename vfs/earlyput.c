@@ -125,6 +125,7 @@ static long early_read(void *ctx, char *buf, size_t len)
 	pthread_mutex_lock(&e->mx);
 	e->sent += (uint64_t)got;
 	pthread_mutex_unlock(&e->mx);
+	__atomic_add_fetch(&e->c->n.early_put_bytes, (uint64_t)got, __ATOMIC_RELAXED);
 	return (long)got;
 }
 
@@ -318,7 +319,6 @@ void earlyput_reap(struct wsfile *f)
 	f->early = NULL;
 	if (!e->carried)
 		c->n.early_puts_abandoned++;
-	c->n.early_put_bytes += e->sent; /* the thread has ended: no lock */
 	/* A server that takes no chunked body mostly answers at once and
 	 * closes the connection while the body is still being sent: the
 	 * answer is then lost to the reset, and the failure looks like a
@@ -430,21 +430,6 @@ bool earlyput_stop_under(struct workspace *ws, const char *dir)
 		any = true;
 	}
 	return any;
-}
-
-uint64_t earlyput_bytes_sent(struct wscache *c)
-{
-	uint64_t n = c->n.early_put_bytes;
-	for (struct workspace *ws = c->wss; ws; ws = ws->next)
-		for (struct wsfile *f = ws->all; f; f = f->ws_next) {
-			struct wsearly *e = f->early;
-			if (!e)
-				continue;
-			pthread_mutex_lock(&e->mx);
-			n += e->sent;
-			pthread_mutex_unlock(&e->mx);
-		}
-	return n;
 }
 
 void earlyput_reap_all(struct wscache *c)

@@ -438,16 +438,12 @@ void wscache_stats(struct wscache *c, FILE *out)
 		return;
 	pthread_mutex_lock(&c->lock);
 	struct wscache_counters n = c->n;
-	uint64_t bytes = c->bytes, dirty = c->dirty_bytes, files = 0, pending = 0;
+	uint64_t bytes = c->bytes, dirty = c->dirty_bytes;
+	uint64_t files = c->nfiles, pending = c->pending_files;
 	uint64_t kept = c->idle_bytes;
-	for (struct workspace *ws = c->wss; ws; ws = ws->next)
-		for (struct wsfile *f = ws->all; f; f = f->ws_next) {
-			files++;
-			pending += f->pending;
-		}
 	uint64_t max = c->cfg.max_bytes;
 	int early_running = c->early_running;
-	uint64_t early_sent = earlyput_bytes_sent(c);
+	uint64_t early_sent = __atomic_load_n(&c->n.early_put_bytes, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&c->lock);
 	/* Device flushes: of cache files and their directory, and of the
 	 * journal (commands' intents included). */

@@ -185,6 +185,8 @@ static void workspace_free(struct workspace *ws)
 	while (ws->all) {
 		struct wsfile *f = ws->all;
 		ws->all = f->ws_next;
+		ws->c->nfiles--;
+		ws->c->pending_files -= f->pending;
 		if (f->fd >= 0)
 			close(f->fd);
 		/* Dirty data stays on disk for the next mount's restore. */

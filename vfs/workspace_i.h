@@ -123,7 +123,9 @@ struct wsfetch {
 
 struct wsfile {
 	struct hlink h;		/* in ws->files, key: path; unused when unlinked */
-	struct wsfile *ws_next; /* every file of ws, live or unlinked */
+	/* every file of ws, live or unlinked (freed in O(1): eviction of a
+	 * file must not cost a pass over the workspace's others) */
+	struct wsfile *ws_next, *ws_prev;
 	/* In c->idle while nobody uses it and it is clean (cache.c). */
 	struct wsfile *idle_prev, *idle_next;
 	bool idle;
@@ -256,7 +258,7 @@ struct wscache_counters {
 	 * their close came. */
 	uint64_t early_puts, early_puts_done, early_puts_abandoned;
 	uint64_t early_put_bytes_before_close;
-	uint64_t early_put_bytes; /* sent by the early PUTs reaped */
+	uint64_t early_put_bytes; /* atomic: sent by every early PUT so far */
 };
 
 struct wscache {
@@ -280,6 +282,8 @@ struct wscache {
 	struct wsfile *idle_head, *idle_tail;
 	uint64_t idle_bytes;
 	uint64_t bytes;	      /* sum of cache file sizes */
+	size_t nfiles;	      /* files of every workspace (stats, no pass) */
+	size_t pending_files; /* of which pending: their upload is retried */
 	uint64_t dirty_bytes; /* of which dirty or pending */
 	size_t unsaved_files; /* files dirty or pending: scans skip when 0 */
 	uint64_t name_seq;
@@ -591,8 +595,6 @@ enum backend_status earlyput_finish(struct wsfile *f, uint64_t size,
  * below dir; true while one of their threads still runs (they end on
  * c->cond). */
 bool earlyput_stop_under(struct workspace *ws, const char *dir);
-/* Bytes every early PUT has sent so far (c->lock held). */
-uint64_t earlyput_bytes_sent(struct wscache *c);
 /* The path f's early PUT goes to ("" when none). */
 const char *earlyput_path(const struct wsfile *f);
 /* Reaps the early PUTs still there (unmount, after the last flush). */

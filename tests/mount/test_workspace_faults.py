@@ -59,9 +59,12 @@ def test_close_eio_then_delivered(tmp_path, orch):
         write_with_fault(m, url)
         # Still there, with its size, for programs on this side.
         assert os.stat(m.path("sbx1", "workspace", "f.txt")).st_size == 14
+        s = stats(m)
+        assert (s["uploads_pending"], s["cache_files"]) == (1, 1), s
         sbx.set_faults(url)
         assert sbx.wait_for(lambda: sget(url, "f.txt") == b"precious data\n", timeout=30)
         assert sbx.wait_for(lambda: health(m) == "ok\n", timeout=10), health(m)
+        assert stats(m)["uploads_pending"] == 0
     m.check_log(allow=ALLOW)
 
 
