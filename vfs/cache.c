@@ -326,6 +326,17 @@ static void evict(struct wscache *c, struct wsfile *v)
 	file_free(v);
 }
 
+void cache_drop_idle(struct workspace *ws)
+{
+	struct wsfile *f = ws->all;
+	while (f) {
+		struct wsfile *next = f->ws_next;
+		if (f->idle)
+			evict(ws->c, f);
+		f = next;
+	}
+}
+
 void cache_trim(struct wscache *c)
 {
 	while (c->idle_head && c->idle_bytes > c->cfg.max_bytes)

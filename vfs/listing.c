@@ -601,6 +601,22 @@ void dir_stale_all(struct workspace *ws)
 	dir_drop(ws, "");
 }
 
+void dir_release(struct workspace *ws)
+{
+	for (size_t i = 0; i < ws->dirs.nb; i++) {
+		struct hlink *l = ws->dirs.b[i];
+		while (l) {
+			struct hlink *next = l->next;
+			struct wsdir *d = htab_entry(l, struct wsdir, h);
+			if (!d->pins && !d->fetching) {
+				dir_free(d);
+				ws->c->n.listing_evictions++;
+			}
+			l = next;
+		}
+	}
+}
+
 void dir_free_all(struct workspace *ws)
 {
 	for (size_t i = 0; i < ws->dirs.nb; i++) {

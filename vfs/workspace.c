@@ -620,5 +620,9 @@ void workspace_forget(struct wscache *c, const char *sandbox_id)
 	 * trying what is pending: the object lives until wscache_free. */
 	pthread_mutex_lock(&c->lock);
 	ws->retired = true;
+	/* What nobody uses goes now, not at unmount: listings nobody pins
+	 * and clean copies nobody has open. */
+	dir_release(ws);
+	cache_drop_idle(ws);
 	pthread_mutex_unlock(&c->lock);
 }

@@ -351,6 +351,8 @@ void dir_stale(struct workspace *ws, const char *path);
 void dir_drop(struct workspace *ws, const char *path);
 void dir_stale_all(struct workspace *ws);
 void dir_free_all(struct workspace *ws);
+/* Frees ws's listings that nobody pins or fetches (a retired workspace). */
+void dir_release(struct workspace *ws);
 /* An open directory handle keeps path's listing from eviction: the
  * chunks of one pass read it. dir_pin returns it (NULL: no memory);
  * dir_unpin may drop and retake c->lock. */
@@ -505,6 +507,8 @@ int cache_reserve(struct wscache *c, struct wsfile *f, uint64_t new_size);
  * its upload done). No pointer to a file without a reference may be held
  * across it. */
 void cache_trim(struct wscache *c);
+/* Evicts every clean copy of ws nobody uses (a retired workspace). */
+void cache_drop_idle(struct workspace *ws);
 /* --- upload retries by due time (due.c), c->lock held ------------------------*/
 /* f's pending state, permanence, unlinking or next_try_ms changed. */
 void due_update(struct wsfile *f);

@@ -102,12 +102,25 @@ def test_attach_file_and_ctl_errors(tmp_path, orch):
         m.check_log()
 
 
+def cache_stats(m):
+    lines = mount.read(m.path(".sandboxfs", "stats")).splitlines()
+    s = dict(line.split(" ", 1) for line in lines)
+    return {k: int(s[k]) for k in ("cache_files", "listing_entries")}
+
+
 def test_vanished_sandbox_is_gone_never_recreated(mnt, orch):
     os.mkdir(mnt.path("fleeting"))
+    ws = mnt.path("fleeting", "workspace")
+    for i in range(3):
+        (ws / f"f{i}").write_text("data\n")
+    assert sorted(os.listdir(ws)) == ["f0", "f1", "f2"]
+    assert cache_stats(mnt) == {"cache_files": 3, "listing_entries": 3}
     assert orch.client().delete_sandbox("fleeting").status == 204
     time.sleep(1.2)  # the listing cache
     assert "fleeting" in os.listdir(mnt.mnt)
     assert mount.read(mnt.path("fleeting", "state")) == "gone\n"
+    # what the mount kept of its workspace is freed at once, not at unmount
+    assert cache_stats(mnt) == {"cache_files": 0, "listing_entries": 0}
     p = sh(f"echo 'echo x' > {mnt.mnt}/fleeting/ctl")
     assert p.returncode != 0
     assert orch.client().sandbox("fleeting").status == 404  # not recreated
