@@ -147,12 +147,13 @@ struct wscache *wscache_new(const struct wscache_config *cfg)
 	c->incomplete_dir = c->cache_dir ? ws_join(c->cache_dir, "incomplete") : NULL;
 	c->cfg.cache_dir = c->cache_dir;
 	if (!c->files_dir || !c->rescue_dir || !c->incomplete_dir ||
-	    common_mkdirs(c->cache_dir, 0700) < 0 ||
+	    htab_init(&c->by_id, 0) < 0 || common_mkdirs(c->cache_dir, 0700) < 0 ||
 	    common_mkdirs(c->files_dir, 0700) < 0) {
 		free(c->cache_dir);
 		free(c->files_dir);
 		free(c->rescue_dir);
 		free(c->incomplete_dir);
+		htab_free(&c->by_id);
 		free(c);
 		return NULL;
 	}
@@ -331,6 +332,7 @@ void wscache_free(struct wscache *c)
 		c->wss = ws->next;
 		workspace_free(ws);
 	}
+	htab_free(&c->by_id);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->cond);
 	free(c->cache_dir);
@@ -345,10 +347,8 @@ void wscache_free(struct wscache *c)
 
 struct workspace *ws_find(struct wscache *c, const char *id)
 {
-	for (struct workspace *ws = c->wss; ws; ws = ws->next)
-		if (!ws->retired && strcmp(ws->id, id) == 0)
-			return ws;
-	return NULL;
+	struct hlink *l = htab_find(&c->by_id, id);
+	return l ? htab_entry(l, struct workspace, by_id) : NULL;
 }
 
 struct workspace *ws_get_locked(struct wscache *c, const char *id, const char *url)
@@ -387,6 +387,8 @@ struct workspace *ws_get_locked(struct wscache *c, const char *id, const char *u
 	pthread_cond_init(&ws->inval_cv, NULL);
 	ws->next = c->wss;
 	c->wss = ws;
+	ws->by_id.key = ws->id;
+	htab_add(&c->by_id, &ws->by_id);
 	return ws;
 }
 
@@ -620,6 +622,7 @@ void workspace_forget(struct wscache *c, const char *sandbox_id)
 	 * trying what is pending: the object lives until wscache_free. */
 	pthread_mutex_lock(&c->lock);
 	ws->retired = true;
+	htab_del(&c->by_id, &ws->by_id);
 	/* What nobody uses goes now, not at unmount: listings nobody pins
 	 * and clean copies nobody has open. */
 	dir_release(ws);

@@ -211,6 +211,7 @@ struct workspace {
 	struct workspace *next;
 	struct wscache *c;
 	char *id;
+	struct hlink by_id; /* in c->by_id while not retired */
 	char *url;
 	uint64_t epoch; /* bumped by workspace_invalidate */
 	/* The root's times: the contract has none, and 1970 would look like
@@ -274,6 +275,7 @@ struct wscache {
 	pthread_t thread;
 	bool running, stop;
 	struct workspace *wss;
+	struct htab by_id; /* the workspaces not retired, by sandbox id */
 	/* The clean copies nobody uses (no reference, nothing unsaved): the
 	 * only ones ever evicted, from the head, and what max_bytes bounds
 	 * (idle_bytes). A file joins at the tail when its last reference
