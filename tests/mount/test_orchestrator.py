@@ -133,6 +133,26 @@ def test_create_with_a_spec_and_a_template(tmp_path, orch):
     assert "bar" not in journal
 
 
+def test_someone_elses_sandbox_that_left_frees_what_was_read(tmp_path, orch):
+    c = orch.client()
+    assert c.create(id="seen", pool="default").status == 201
+    assert sbx.put(sbx.sandbox_url(orch, "seen"), "data.txt", b"theirs\n").status == 204
+    with mount.Mount(tmp_path, server=orch) as m:
+        assert mount.read(m.path("seen", "workspace", "data.txt")) == "theirs\n"
+
+        def kept():
+            s = dict(line.split(" ", 1) for line in
+                     mount.read(m.path(".sandboxfs", "stats")).splitlines())
+            return int(s["cache_files"]), int(s["listing_entries"])
+        assert kept()[0] == 1 and kept()[1] >= 1
+        assert c.delete_sandbox("seen").status == 204
+        # its first use journaled it: it shows "gone" until rmdir
+        assert sbx.wait_for(lambda: os.listdir(m.mnt) and
+                            mount.read(m.path("seen", "state")) == "gone\n", timeout=10)
+        assert kept() == (0, 0)
+    m.check_log(allow=[r"vanished"])
+
+
 def test_someone_elses_sandbox_survives_rmdir_star_and_recover(tmp_path, orch):
     c = orch.client()
     assert c.create(id="theirs", pool="default").status == 201
