@@ -213,6 +213,17 @@ int file_ref(struct wsfile *f)
 	return 0;
 }
 
+static void unsaved_unlink(struct wsfile *f)
+{
+	if (f->unsaved_prev)
+		f->unsaved_prev->unsaved_next = f->unsaved_next;
+	else
+		f->ws->unsaved = f->unsaved_next;
+	if (f->unsaved_next)
+		f->unsaved_next->unsaved_prev = f->unsaved_prev;
+	f->unsaved_next = f->unsaved_prev = NULL;
+}
+
 /* Frees f: c->lock held, nobody uses it. */
 static void file_free(struct wsfile *f)
 {
@@ -238,6 +249,7 @@ static void file_free(struct wsfile *f)
 	if (f->dirty || f->pending) {
 		c->dirty_bytes -= f->size;
 		c->unsaved_files--;
+		unsaved_unlink(f);
 	}
 	file_closed(f);
 	pthread_mutex_destroy(&f->mx);
@@ -306,9 +318,15 @@ void cache_set_state(struct wsfile *f, bool dirty, bool pending)
 	if (was && !is) {
 		c->dirty_bytes -= f->size;
 		c->unsaved_files--;
+		unsaved_unlink(f);
 	} else if (!was && is) {
 		c->dirty_bytes += f->size;
 		c->unsaved_files++;
+		f->unsaved_prev = NULL;
+		f->unsaved_next = f->ws->unsaved;
+		if (f->ws->unsaved)
+			f->ws->unsaved->unsaved_prev = f;
+		f->ws->unsaved = f;
 	}
 	due_update(f);
 	idle_update(f);

@@ -288,22 +288,15 @@ static bool dir_fresh(const struct workspace *ws, const struct wsdir *d)
 static void dir_merge_local(struct workspace *ws, struct wsdir *d,
 			    const struct timespec *now)
 {
-	/* every cached file of the workspace: only when some are unsaved */
-	for (struct wsfile *f = ws->c->unsaved_files ? ws->all : NULL; f; f = f->ws_next) {
-		if (!f->path || !(f->dirty || f->pending))
-			continue;
-		const char *name;
-		char *parent = ws_parent(f->path, &name);
-		if (parent && strcmp(parent, d->path) == 0)
+	for (struct wsfile *f = ws->unsaved; f; f = f->unsaved_next) {
+		const char *name = f->path ? ws_child_name(f->path, d->path) : NULL;
+		if (name)
 			dir_put(d, name, f->size, false, now);
-		free(parent);
 	}
 	for (size_t i = 0; i < ws->nmade; i++) {
-		const char *name;
-		char *parent = ws_parent(ws->made_dirs[i], &name);
-		if (parent && strcmp(parent, d->path) == 0 && !dir_find(d, name))
+		const char *name = ws_child_name(ws->made_dirs[i], d->path);
+		if (name && !dir_find(d, name))
 			dir_put(d, name, 0, true, now);
-		free(parent);
 	}
 }
 

@@ -76,6 +76,15 @@ char *ws_parent(const char *rel, const char **name)
 	return strndup(rel, (size_t)(slash - rel));
 }
 
+const char *ws_child_name(const char *rel, const char *dir)
+{
+	const char *slash = strrchr(rel, '/');
+	size_t len = slash ? (size_t)(slash - rel) : 0;
+	if (strlen(dir) != len || strncmp(rel, dir, len) != 0)
+		return NULL;
+	return slash ? slash + 1 : rel;
+}
+
 char *ws_join(const char *a, const char *b)
 {
 	if (!a[0])

@@ -126,6 +126,9 @@ struct wsfile {
 	/* every file of ws, live or unlinked (freed in O(1): eviction of a
 	 * file must not cost a pass over the workspace's others) */
 	struct wsfile *ws_next, *ws_prev;
+	/* In ws->unsaved while dirty or pending (cache_set_state): a listing
+	 * merges these names without a pass over every cached file. */
+	struct wsfile *unsaved_next, *unsaved_prev;
 	/* In c->idle while nobody uses it and it is clean (cache.c). */
 	struct wsfile *idle_prev, *idle_next;
 	bool idle;
@@ -225,6 +228,7 @@ struct workspace {
 	struct htab files;  /* struct wsfile, live names only */
 	struct htab links;  /* struct wslink */
 	struct wsfile *all; /* every wsfile of this workspace */
+	struct wsfile *unsaved; /* of which dirty or pending */
 	char **made_dirs;   /* made by mkdir since the last command */
 	size_t nmade;
 	/* One kernel invalidation pass at a time: a command that ends during
@@ -326,6 +330,8 @@ int ws_check_path(const char *rel);
 int ws_check(const struct workspace *ws, const char *rel);
 /* Splits rel into parent (malloc'ed) and name (points into rel). */
 char *ws_parent(const char *rel, const char **name);
+/* rel's name when rel is directly in dir ("" is the root), else NULL. */
+const char *ws_child_name(const char *rel, const char *dir);
 char *ws_join(const char *a, const char *b);
 bool ws_is_under(const char *path, const char *dir); /* path inside dir/ */
 /* common_log, "workspace of ID: " first. */
