@@ -69,8 +69,8 @@ static void idle_unlink(struct wscache *c, struct wsfile *f)
 /* Puts f in c->idle or takes it out, as its state says: at the tail (the
  * most recently used), or at the head when it is larger than the whole
  * cache may keep, since it cannot stay within max_bytes anyway and
- * keeping it would push out everything else. */
-static void idle_update(struct wsfile *f)
+ * keeping it would push out everything else. ws->lock and c->lock held. */
+static void idle_update_locked(struct wsfile *f)
 {
 	struct wscache *c = f->ws->c;
 	bool idle = file_idle(f);
@@ -101,6 +101,17 @@ static void idle_update(struct wsfile *f)
 	}
 }
 
+/* The same, ws->lock held only. */
+static void idle_update(struct wsfile *f)
+{
+	struct wscache *c = f->ws->c;
+	if (file_idle(f) == f->idle) /* f->idle is written with ws->lock too */
+		return;
+	pthread_mutex_lock(&c->lock);
+	idle_update_locked(f);
+	pthread_mutex_unlock(&c->lock);
+}
+
 struct wsfile *file_new(struct workspace *ws, const char *path, const char *adopt)
 {
 	struct wscache *c = ws->c;
@@ -112,9 +123,12 @@ struct wsfile *file_new(struct workspace *ws, const char *path, const char *adop
 		f->cache_path = strdup(adopt);
 	} else {
 		char name[64];
+		pthread_mutex_lock(&c->lock);
+		uint64_t seq = c->name_seq++;
+		unsigned int r = (unsigned)rand_r(&c->rand_state);
+		pthread_mutex_unlock(&c->lock);
 		snprintf(name, sizeof(name), "%016" PRIx64 "-%08x",
-			 common_now_ms() * 1000 + c->name_seq++,
-			 (unsigned)rand_r(&c->rand_state));
+			 common_now_ms() * 1000 + seq, r);
 		f->cache_path = ws_join(c->files_dir, name);
 	}
 	if (!f->path || !f->cache_path)
@@ -142,7 +156,9 @@ struct wsfile *file_new(struct workspace *ws, const char *path, const char *adop
 	if (ws->all)
 		ws->all->ws_prev = f;
 	ws->all = f;
-	ws->c->nfiles++;
+	pthread_mutex_lock(&c->lock);
+	c->nfiles++;
+	pthread_mutex_unlock(&c->lock);
 	/* Not idle yet: every caller references it or makes it pending
 	 * (restore, which sets its size first) next. */
 	return f;
@@ -179,7 +195,7 @@ struct wsfile *file_supersede(struct wsfile *f)
 		return NULL;
 	}
 	g->remote_exists = true;
-	ws->c->n.versions++;
+	WS_COUNT(ws->c, versions, 1);
 	if (f->opens > 0) {
 		g->kernel_mixed = true;
 		f->version_of = was;
@@ -192,7 +208,7 @@ struct wsfile *file_supersede(struct wsfile *f)
 
 void file_closed(struct wsfile *f)
 {
-	/* The next open may stream again (read without c->lock by writes). */
+	/* The next open may stream again (read without ws->lock by writes). */
 	__atomic_store_n(&f->early_tried, false, __ATOMIC_RELAXED);
 	if (f->version_of) {
 		free(f->version_of);
@@ -224,8 +240,9 @@ static void unsaved_unlink(struct wsfile *f)
 	f->unsaved_next = f->unsaved_prev = NULL;
 }
 
-/* Frees f: c->lock held, nobody uses it. */
-static void file_free(struct wsfile *f)
+/* Takes f, which nobody uses, out of its workspace and the cache's
+ * state: ws->lock and c->lock held. file_dispose then frees it. */
+static void file_unhook(struct wsfile *f)
 {
 	struct workspace *ws = f->ws;
 	struct wscache *c = ws->c;
@@ -242,20 +259,40 @@ static void file_free(struct wsfile *f)
 	due_remove(f);
 	if (f->idle)
 		idle_unlink(c, f);
-	if (f->fd >= 0)
-		close(f->fd);
-	unlink(f->cache_path);
 	c->bytes -= f->size;
 	if (f->dirty || f->pending) {
 		c->dirty_bytes -= f->size;
 		c->unsaved_files--;
 		unsaved_unlink(f);
 	}
-	file_closed(f);
+	if (f->version_of) {
+		free(f->version_of);
+		f->version_of = NULL;
+		ws->old_versions_open--;
+	}
+}
+
+/* Closes, removes and frees an unhooked file: nothing reaches it any
+ * more, so no lock is needed (c->lock is not held across the I/O). */
+static void file_dispose(struct wsfile *f)
+{
+	if (f->fd >= 0)
+		close(f->fd);
+	unlink(f->cache_path);
 	pthread_mutex_destroy(&f->mx);
 	free(f->path);
 	free(f->cache_path);
 	free(f);
+}
+
+/* Frees f: ws->lock held, nobody uses it. */
+static void file_free(struct wsfile *f)
+{
+	struct wscache *c = f->ws->c;
+	pthread_mutex_lock(&c->lock);
+	file_unhook(f);
+	pthread_mutex_unlock(&c->lock);
+	file_dispose(f);
 }
 
 void file_unref(struct wsfile *f)
@@ -310,6 +347,7 @@ void file_set_path(struct wsfile *f, const char *path)
 void cache_set_state(struct wsfile *f, bool dirty, bool pending)
 {
 	struct wscache *c = f->ws->c;
+	pthread_mutex_lock(&c->lock);
 	bool was = f->dirty || f->pending;
 	c->pending_files += (size_t)pending - (size_t)f->pending;
 	f->dirty = dirty;
@@ -329,7 +367,8 @@ void cache_set_state(struct wsfile *f, bool dirty, bool pending)
 		f->ws->unsaved = f;
 	}
 	due_update(f);
-	idle_update(f);
+	idle_update_locked(f);
+	pthread_mutex_unlock(&c->lock);
 }
 
 void cache_set_dirty(struct wsfile *f, bool dirty)
@@ -337,28 +376,67 @@ void cache_set_dirty(struct wsfile *f, bool dirty)
 	cache_set_state(f, dirty, f->pending);
 }
 
-static void evict(struct wscache *c, struct wsfile *v)
-{
-	c->n.evictions++;
-	v->unlinked = true;
-	file_free(v);
-}
-
 void cache_drop_idle(struct workspace *ws)
 {
 	struct wsfile *f = ws->all;
 	while (f) {
 		struct wsfile *next = f->ws_next;
-		if (f->idle)
-			evict(ws->c, f);
+		if (f->idle) {
+			WS_COUNT(ws->c, evictions, 1);
+			f->unlinked = true;
+			file_free(f);
+		}
 		f = next;
 	}
 }
 
-void cache_trim(struct wscache *c)
+/* Evicts idle copies from the head of c->idle, c->lock held: until they
+ * are within max_bytes (trim), or until need bytes went. held is the
+ * workspace whose lock the caller holds (may be NULL); another's copies
+ * go only if its lock is free now (trylock: c->lock is held), else they
+ * are skipped, to go at a later trim. The evicted files are unhooked and
+ * put on *gone, for file_dispose once c->lock is released. Returns the
+ * bytes that went. */
+static uint64_t evict_idle(struct wscache *c, struct workspace *held, bool trim,
+			   uint64_t need, struct wsfile **gone)
 {
-	while (c->idle_head && c->idle_bytes > c->cfg.max_bytes)
-		evict(c, c->idle_head);
+	uint64_t freed = 0;
+	struct wsfile *v = c->idle_head;
+	while (v && (trim ? c->idle_bytes > c->cfg.max_bytes : freed < need)) {
+		struct wsfile *next = v->idle_next;
+		struct workspace *vws = v->ws;
+		if (vws == held || pthread_mutex_trylock(&vws->lock) == 0) {
+			WS_COUNT(c, evictions, 1);
+			freed += v->size;
+			v->unlinked = true;
+			file_unhook(v);
+			v->ws_next = *gone;
+			*gone = v;
+			if (vws != held)
+				pthread_mutex_unlock(&vws->lock);
+		}
+		v = next;
+	}
+	return freed;
+}
+
+static void dispose_all(struct wsfile *gone)
+{
+	while (gone) {
+		struct wsfile *next = gone->ws_next;
+		file_dispose(gone);
+		gone = next;
+	}
+}
+
+void cache_trim(struct wscache *c, struct workspace *held)
+{
+	struct wsfile *gone = NULL;
+	pthread_mutex_lock(&c->lock);
+	if (c->idle_bytes > c->cfg.max_bytes)
+		evict_idle(c, held, true, 0, &gone);
+	pthread_mutex_unlock(&c->lock);
+	dispose_all(gone);
 }
 
 /* How long a measure of the free space serves, and how close to the
@@ -391,7 +469,8 @@ static void room_measure(struct wscache *c, uint64_t now)
 	c->room = (int64_t)avail - (int64_t)c->reserve_bytes - (int64_t)owed;
 }
 
-/* Takes need bytes of room above the reserve for f (c->lock held). */
+/* Takes need bytes of room above the reserve for f (f->ws->lock and
+ * c->lock held; c->lock is dropped while evicted copies are removed). */
 static int room_take(struct wscache *c, struct wsfile *f, uint64_t need)
 {
 	/* A truncate to exabytes is no room anyone has, and no overflow. */
@@ -403,15 +482,15 @@ static int room_take(struct wscache *c, struct wsfile *f, uint64_t need)
 	    c->room + (int64_t)c->idle_bytes >= want) {
 		/* Clean copies nobody uses make room, however far within
 		 * max_bytes the cache is (none goes in vain). */
-		int64_t room = c->room;
-		while (c->idle_head && room < want) {
-			room += (int64_t)c->idle_head->size;
-			evict(c, c->idle_head);
-		}
+		struct wsfile *gone = NULL;
+		evict_idle(c, f->ws, false, (uint64_t)(want - c->room), &gone);
+		pthread_mutex_unlock(&c->lock);
+		dispose_all(gone); /* their space is free once they are gone */
+		pthread_mutex_lock(&c->lock);
 		room_measure(c, now);
 	}
 	if (c->room < want) {
-		c->n.enospc++;
+		WS_COUNT(c, enospc, 1);
 		if (!c->refused)
 			ws_log(f->ws,
 			       "no room for %s (%.1f MiB more): the file system of %s "
@@ -432,10 +511,13 @@ int cache_reserve(struct wscache *c, struct wsfile *f, uint64_t new_size)
 {
 	if (new_size <= f->size)
 		return 0;
-	return room_take(c, f, new_size - f->size);
+	pthread_mutex_lock(&c->lock);
+	int rc = room_take(c, f, new_size - f->size);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
 }
 
-int cache_health(struct wscache *c, FILE *out)
+static int cache_health_locked(struct wscache *c, FILE *out)
 {
 	if (!c->refused)
 		return 0;
@@ -457,25 +539,35 @@ int cache_health(struct wscache *c, FILE *out)
 	return 1;
 }
 
-/* Accounts f's new size (c->lock held). */
+int cache_health(struct wscache *c, FILE *out)
+{
+	pthread_mutex_lock(&c->lock);
+	int rc = cache_health_locked(c, out);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+/* Accounts f's new size (ws->lock held). */
 void cache_account(struct wsfile *f, uint64_t size)
 {
 	struct wscache *c = f->ws->c;
+	pthread_mutex_lock(&c->lock);
 	c->bytes = c->bytes - f->size + size;
 	if (f->idle)
 		c->idle_bytes = c->idle_bytes - f->size + size;
 	if (f->dirty || f->pending)
 		c->dirty_bytes = c->dirty_bytes - f->size + size;
 	f->size = size;
+	pthread_mutex_unlock(&c->lock);
 }
 
 int cache_truncate(struct wsfile *f, uint64_t size)
 {
 	struct wscache *c = f->ws->c;
 	earlyput_abandon(f); /* the bytes it sent are not the file any more */
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&f->ws->lock);
 	int rc = cache_reserve(c, f, size);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&f->ws->lock);
 	if (rc < 0)
 		return rc;
 	if (ftruncate(f->fd, (off_t)size) < 0) {
@@ -490,14 +582,14 @@ int cache_truncate(struct wsfile *f, uint64_t size)
 	} else if (size != f->crc_len) {
 		f->crc_ok = false;
 	}
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&f->ws->lock);
 	f->present = true;
 	if (!f->dirty)
 		cache_set_dirty(f, true);
 	cache_account(f, size);
 	f->wgen++;
 	clock_gettime(CLOCK_REALTIME, &f->mtime);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&f->ws->lock);
 	return 0;
 }
 
@@ -513,9 +605,7 @@ void cache_crc_write(struct wsfile *f, const void *buf, size_t n, uint64_t off)
 
 void cache_stats(struct wscache *c, FILE *out)
 {
-	pthread_mutex_lock(&c->lock);
-	uint64_t versions = c->n.versions;
-	pthread_mutex_unlock(&c->lock);
+	uint64_t versions = __atomic_load_n(&c->n.versions, __ATOMIC_RELAXED);
 	fprintf(out, "cache_versions %" PRIu64 "\n", versions);
 	dir_stats(c, out);
 }
@@ -524,11 +614,10 @@ bool workspace_held(struct workspace *ws)
 {
 	if (!ws)
 		return false;
-	struct wscache *c = ws->c;
 	bool held = false;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	for (struct wsfile *f = ws->all; f && !held; f = f->ws_next)
 		held = f->opens > 0 || f->dirty || f->pending;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	return held;
 }

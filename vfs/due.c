@@ -4,9 +4,11 @@
  * instead of scanning every file of every workspace (upload.c).
  *
  * A file is in it while it is pending, not permanently failed and not
- * unlinked (due_eligible); due_update is called, with c->lock held,
- * wherever one of those or its next_try_ms changes, and file_free takes it
- * out. f->due_pos is its index + 1, 0 when it is not in.
+ * unlinked (due_eligible); due_update is called, with c->lock and the
+ * file's ws->lock held, wherever one of those or its next_try_ms changes,
+ * and file_free takes it out. f->due_pos is its index + 1, 0 when it is
+ * not in. The heap is the cache's: the retry thread reads it with c->lock
+ * alone, so next_try_ms is written with both locks held.
  */
 #include <stdlib.h>
 

@@ -28,8 +28,9 @@
  * keeps it aside (wscache_restore).
  *
  * Locks: e->mx is a leaf (nothing is taken while holding it). f->early is
- * set and cleared with f->mx and c->lock held, so either one reads it;
- * e->running is c->lock's, and its end is broadcast on c->cond.
+ * set and cleared with f->mx and ws->lock held, so either one reads it;
+ * e->running is ws->lock's, and its end is broadcast on ws->cond;
+ * c->early_running is c->lock's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -49,8 +50,9 @@
 
 struct wsearly {
 	struct wscache *c;
+	struct workspace *ws;
 	pthread_t tid;
-	bool running; /* c->lock: the thread has not ended */
+	bool running; /* ws->lock: the thread has not ended */
 	pthread_mutex_t mx;
 	pthread_cond_t cond; /* with mx: bytes, close, stop, journaled, end */
 	uint64_t avail;	     /* bytes from offset 0 that may be sent */
@@ -171,12 +173,33 @@ static void *early_thread(void *arg)
 	e->ended = true;
 	pthread_cond_broadcast(&e->cond);
 	pthread_mutex_unlock(&e->mx);
-	pthread_mutex_lock(&c->lock);
+	struct workspace *ws = e->ws;
+	pthread_mutex_lock(&ws->lock);
 	e->running = false;
+	pthread_mutex_lock(&c->lock);
 	c->early_running--;
-	pthread_cond_broadcast(&c->cond); /* a directory rename may wait */
 	pthread_mutex_unlock(&c->lock);
+	pthread_cond_broadcast(&ws->cond); /* a directory rename may wait */
+	pthread_mutex_unlock(&ws->lock);
 	return NULL;
+}
+
+/* Takes one of the WS_EARLY_MAX places for an early PUT thread. */
+static bool early_slot_take(struct wscache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	bool ok = c->early_running < WS_EARLY_MAX;
+	if (ok)
+		c->early_running++;
+	pthread_mutex_unlock(&c->lock);
+	return ok;
+}
+
+static void early_slot_give(struct wscache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->early_running--;
+	pthread_mutex_unlock(&c->lock);
 }
 
 static void early_free(struct wsearly *e)
@@ -198,11 +221,13 @@ static void early_start(struct wsfile *f, uint64_t size)
 	struct workspace *ws = f->ws;
 	struct wscache *c = ws->c;
 	struct wsearly *e = NULL;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	bool ok = !f->early_tried && c->cfg.backend && ws->url && !ws->gone &&
 		  !ws->no_chunked && !ws->moves && f->path && !f->unlinked &&
-		  !f->pending && f->fd >= 0 && c->early_running < WS_EARLY_MAX &&
-		  !__atomic_load_n(&c->fetch_stop, __ATOMIC_SEQ_CST);
+		  !f->pending && f->fd >= 0 &&
+		  !__atomic_load_n(&c->fetch_stop, __ATOMIC_SEQ_CST) &&
+		  early_slot_take(c);
+	bool slot = ok;
 	if (ok) {
 		/* Whatever happens now, not again until the file is closed. */
 		__atomic_store_n(&f->early_tried, true, __ATOMIC_RELAXED);
@@ -212,6 +237,7 @@ static void early_start(struct wsfile *f, uint64_t size)
 	if (ok) {
 		e->fd = -1;
 		e->c = c;
+		e->ws = ws;
 		e->avail = size;
 		e->final = EARLY_OPEN;
 		pthread_mutex_init(&e->mx, NULL);
@@ -222,13 +248,13 @@ static void early_start(struct wsfile *f, uint64_t size)
 		e->cache_file = strdup(f->cache_path);
 		e->fd = fcntl(f->fd, F_DUPFD_CLOEXEC, 0);
 		ok = e->url && e->path && e->sandbox && e->cache_file && e->fd >= 0;
-		if (ok) {
-			c->early_running++;
+		if (ok)
 			e->running = true;
-		}
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (!ok) {
+		if (slot)
+			early_slot_give(c);
 		if (e)
 			early_free(e);
 		return;
@@ -238,16 +264,16 @@ static void early_start(struct wsfile *f, uint64_t size)
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	int rc = pthread_create(&e->tid, NULL, early_thread, e);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	if (rc != 0) {
-		c->early_running--;
-		pthread_mutex_unlock(&c->lock);
+		early_slot_give(c);
+		pthread_mutex_unlock(&ws->lock);
 		early_free(e);
 		return;
 	}
-	c->n.early_puts++;
+	WS_COUNT(c, early_puts, 1);
 	f->early = e;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 }
 
 void earlyput_wrote(struct wsfile *f, uint64_t size)
@@ -266,7 +292,7 @@ void earlyput_wrote(struct wsfile *f, uint64_t size)
 		pthread_mutex_unlock(&e->mx);
 		return;
 	}
-	/* A racy look first (the flag is c->lock's): after the first start,
+	/* A racy look first (the flag is ws->lock's): after the first start,
 	 * writes do not take the lock again for it. */
 	if (in_order && size >= WS_EARLY_MIN &&
 	    !__atomic_load_n(&f->early_tried, __ATOMIC_RELAXED))
@@ -288,19 +314,20 @@ void earlyput_abandon(struct wsfile *f)
  * next upload to supersede; the older one is superseded now. */
 static void early_fold(struct wsfile *f, struct wsearly *e)
 {
-	struct wscache *c = f->ws->c;
+	struct workspace *ws = f->ws;
+	struct wscache *c = ws->c;
 	pthread_mutex_lock(&e->mx);
 	uint64_t id = e->intent_id;
 	e->intent_id = 0;
 	pthread_mutex_unlock(&e->mx);
 	if (!id)
 		return;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&f->ws->lock);
 	uint64_t old = f->upload_id;
 	f->upload_id = id;
 	f->intent_gen = UINT64_MAX; /* covers no content: never current */
 	f->intent_synced = true;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (old)
 		upload_supersede(c, f->ws->id, old, false);
 }
@@ -315,10 +342,10 @@ void earlyput_reap(struct wsfile *f)
 	earlyput_abandon(f);
 	pthread_join(e->tid, NULL); /* it stops within about a second */
 	early_fold(f, e);
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	f->early = NULL;
 	if (!e->carried)
-		c->n.early_puts_abandoned++;
+		WS_COUNT(c, early_puts_abandoned, 1);
 	/* A server that takes no chunked body mostly answers at once and
 	 * closes the connection while the body is still being sent: the
 	 * answer is then lost to the reset, and the failure looks like a
@@ -332,7 +359,7 @@ void earlyput_reap(struct wsfile *f)
 	bool tell = refused && !ws->no_chunked;
 	if (refused)
 		ws->no_chunked = true;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (tell)
 		ws_log(ws,
 		       "the server takes no chunked upload (%s); files go there "
@@ -394,11 +421,9 @@ enum backend_status earlyput_finish(struct wsfile *f, uint64_t size,
 	if (err)
 		*err = e->err;
 	pthread_mutex_unlock(&e->mx);
-	pthread_mutex_lock(&c->lock);
-	c->n.early_put_bytes_before_close += before;
+	WS_COUNT(c, early_put_bytes_before_close, before);
 	if (whole)
-		c->n.early_puts_done++;
-	pthread_mutex_unlock(&c->lock);
+		WS_COUNT(c, early_puts_done, 1);
 	earlyput_reap(f);
 	if (whole)
 		return BACKEND_OK;
@@ -436,12 +461,13 @@ void earlyput_reap_all(struct wscache *c)
 {
 	for (;;) {
 		struct wsfile *pick = NULL;
-		pthread_mutex_lock(&c->lock);
-		for (struct workspace *ws = c->wss; ws && !pick; ws = ws->next)
+		for (struct workspace *ws = ws_first(c); ws && !pick; ws = ws->next) {
+			pthread_mutex_lock(&ws->lock);
 			for (struct wsfile *f = ws->all; f && !pick; f = f->ws_next)
 				if (f->early)
 					pick = f;
-		pthread_mutex_unlock(&c->lock);
+			pthread_mutex_unlock(&ws->lock);
+		}
 		if (!pick)
 			return;
 		pthread_mutex_lock(&pick->mx);

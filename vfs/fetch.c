@@ -47,7 +47,7 @@ int cache_fetch_begin(struct wsfile *f, struct wsfetch **out)
 		return -ENOMEM;
 	common_cond_init(&fe->cond);
 
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	int rc = 0;
 	if (!f->path || !ws->url) {
 		rc = f->path ? -ENOTCONN : -ENOENT;
@@ -76,19 +76,21 @@ int cache_fetch_begin(struct wsfile *f, struct wsfetch **out)
 		rc = file_ref(f); /* the download's own */
 	if (rc < 0) {
 		cache_account(f, 0);
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		fetch_free(fe);
 		return rc;
 	}
 	cache_account(f, fe->expect);
+	pthread_mutex_lock(&c->lock);
 	c->fetch_expect += fe->expect; /* its room is taken: see room_measure (cache.c) */
+	pthread_mutex_unlock(&c->lock);
 	f->present = false;
 	fe->wake_at = UINT64_MAX;
 	fe->f = f;
 	fe->epoch = ws->epoch;
 	fe->refs = 2;
 	__atomic_store_n(&f->fetch, fe, __ATOMIC_SEQ_CST);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	*out = fe;
 	return 0;
 }
@@ -97,7 +99,8 @@ int cache_fetch_begin(struct wsfile *f, struct wsfetch **out)
 static bool fetch_progress(void *ctx, uint64_t written)
 {
 	struct wsfetch *fe = ctx;
-	struct wscache *c = fe->f->ws->c;
+	struct workspace *ws = fe->f->ws;
+	struct wscache *c = ws->c;
 	if (written > fe->counted) { /* only this thread writes counted */
 		__atomic_add_fetch(&c->fetch_written, written - fe->counted,
 				   __ATOMIC_SEQ_CST);
@@ -108,10 +111,10 @@ static bool fetch_progress(void *ctx, uint64_t written)
 	 * ways): either it sees the new avail, or this sees its wake_at. The
 	 * readers wake once their bytes are there, not at every piece. */
 	if (written >= __atomic_load_n(&fe->wake_at, __ATOMIC_SEQ_CST)) {
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&ws->lock);
 		__atomic_store_n(&fe->wake_at, UINT64_MAX, __ATOMIC_SEQ_CST);
 		pthread_cond_broadcast(&fe->cond);
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 	}
 	/* Also called once a second while nothing arrives: an unmount
 	 * (the session ends before fetch_stop is set) stops a silent
@@ -142,11 +145,11 @@ int cache_fetch_run(struct wsfetch *fe)
 		/* Readers learn of the failure before the part written goes
 		 * (a read cut short by it then answers the error), and the
 		 * part goes before another download may start (f->fetch). */
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&ws->lock);
 		fe->err = rc;
 		__atomic_store_n(&fe->done, true, __ATOMIC_SEQ_CST);
 		pthread_cond_broadcast(&fe->cond);
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		if (ftruncate(fd, 0) < 0)
 			ws_log(ws, "cannot empty a cache file: %s", strerror(errno));
 		got = 0;
@@ -157,21 +160,23 @@ int cache_fetch_run(struct wsfetch *fe)
 	}
 
 	char *resized = NULL;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	cache_account(f, got);
 	/* What it wrote is on the disk now, or gone with a failure. */
+	pthread_mutex_lock(&c->lock);
 	c->fetch_expect -= fe->expect;
 	__atomic_sub_fetch(&c->fetch_written, fe->counted, __ATOMIC_SEQ_CST);
 	if (rc == 0 && got > fe->expect)
 		c->room -= (int64_t)(got - fe->expect); /* grew since the listing */
+	pthread_mutex_unlock(&c->lock);
 	/* The listing is another one after a command: not for it. */
 	bool same = f->path && strcmp(f->path, fe->path) == 0 && fe->epoch == ws->epoch;
 	if (rc == 0) {
 		f->present = true;
 		f->remote_exists = true;
 		f->epoch = fe->epoch;
-		c->n.misses++;
-		c->n.fetched_bytes += got;
+		WS_COUNT(c, misses, 1);
+		WS_COUNT(c, fetched_bytes, got);
 		if (same)
 			dir_upsert(ws, fe->path, got, false, NULL);
 		/* The kernel was told the listing's size. */
@@ -188,8 +193,8 @@ int cache_fetch_run(struct wsfetch *fe)
 	__atomic_store_n(&f->fetch, NULL, __ATOMIC_SEQ_CST);
 	cache_fetch_put(fe);
 	file_unref(f);
-	cache_trim(c); /* read by nobody any more, it may be the first to go */
-	pthread_mutex_unlock(&c->lock);
+	cache_trim(c, ws); /* read by nobody any more, it may be the first to go */
+	pthread_mutex_unlock(&ws->lock);
 	if (resized && !stopping)
 		ws_kernel_invalidate(ws, resized);
 	free(resized);
@@ -274,15 +279,16 @@ bool cache_fetch_spawn(struct wsfetch *fe)
 	return true;
 }
 
-/* One slice of a wait on fe (c->lock held): true when the FUSE request
- * was interrupted. */
-static bool interrupted_wait(struct wsfetch *fe, struct wscache *c)
+/* One slice of a wait on fe (its ws->lock held): true when the FUSE
+ * request was interrupted. */
+static bool interrupted_wait(struct wsfetch *fe, struct workspace *ws)
 {
+	struct wscache *c = ws->c;
 	if (c->cfg.interrupted && c->cfg.interrupted(c->cfg.kernel_ctx))
 		return true;
 	struct timespec ts;
 	common_deadline_in(&ts, 100);
-	pthread_cond_timedwait(&fe->cond, &c->lock, &ts);
+	pthread_cond_timedwait(&fe->cond, &ws->lock, &ts);
 	return false;
 }
 
@@ -292,9 +298,9 @@ int cache_fetch_wait(struct wsfetch *fe, uint64_t end)
 		return fe->err;
 	if (__atomic_load_n(&fe->avail, __ATOMIC_SEQ_CST) >= end)
 		return 0;
-	struct wscache *c = fe->f->ws->c;
+	struct workspace *ws = fe->f->ws;
 	int rc = 0;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	/* No bound of its own: the backend ends a download that stalls
 	 * (stall_seconds) or cannot connect; an interrupt ends the wait. */
 	for (;;) {
@@ -304,45 +310,44 @@ int cache_fetch_wait(struct wsfetch *fe, uint64_t end)
 			__atomic_store_n(&fe->wake_at, end, __ATOMIC_SEQ_CST);
 		if (__atomic_load_n(&fe->avail, __ATOMIC_SEQ_CST) >= end)
 			break;
-		if (interrupted_wait(fe, c)) {
+		if (interrupted_wait(fe, ws)) {
 			rc = -EINTR;
 			break;
 		}
 	}
 	if (rc == 0 && fe->done)
 		rc = fe->err;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	return rc;
 }
 
 int cache_fetch_idle(struct wsfile *f)
 {
-	struct wscache *c = f->ws->c;
+	struct workspace *ws = f->ws;
 	int rc = 0;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	while (f->fetch && rc == 0) {
 		struct wsfetch *fe = f->fetch;
 		fe->refs++;
 		while (f->fetch == fe && rc == 0)
-			if (interrupted_wait(fe, c))
+			if (interrupted_wait(fe, ws))
 				rc = -EINTR;
 		cache_fetch_put(fe);
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	return rc;
 }
 
 int cache_fetch(struct wsfile *f)
 {
 	struct workspace *ws = f->ws;
-	struct wscache *c = ws->c;
 	int rc = cache_fetch_idle(f);
 	if (rc < 0)
 		return rc;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	file_expire_after_command(f); /* a download before it brought old bytes */
 	bool present = f->present;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (present)
 		return 0;
 	struct wsfetch *fe;
@@ -350,9 +355,9 @@ int cache_fetch(struct wsfile *f)
 	if (rc < 0)
 		return rc;
 	rc = cache_fetch_run(fe);
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	cache_fetch_put(fe);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	return rc;
 }
 

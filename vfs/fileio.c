@@ -26,15 +26,16 @@ static int handle_new(struct wsfile *f, struct wsopen *o, struct wsfetch *fe)
 
 /* No upload of f that is still pending may land after what the caller
  * does next (a DELETE of its name, or a PUT of another file there).
- * f->mx held, c->lock not held. */
+ * f->mx held, ws->lock not held. */
 void file_upload_cancel(struct wsfile *f)
 {
-	struct wscache *c = f->ws->c;
+	struct workspace *ws = f->ws;
+	struct wscache *c = ws->c;
 	earlyput_reap(f); /* nothing of it on the wire; its intent is f's */
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	uint64_t id = f->upload_id;
 	f->upload_id = 0;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	upload_supersede(c, f->ws->id, id, true);
 }
 
@@ -51,19 +52,20 @@ int ws_delete_remote(struct workspace *ws, const char *url, const char *rel,
 	return -ws_backend_errno(st);
 }
 
-/* Drops a reference taken by an operation (c->lock not held). A file
+/* Drops a reference taken by an operation (ws->lock not held). A file
  * nobody uses any more may be evicted now (a closed file larger than the
  * cache's bound goes first). */
 void file_drop_ref(struct wsfile *f)
 {
-	struct wscache *c = f->ws->c;
-	pthread_mutex_lock(&c->lock);
+	struct workspace *ws = f->ws;
+	struct wscache *c = ws->c;
+	pthread_mutex_lock(&ws->lock);
 	file_unref(f);
-	cache_trim(c);
-	pthread_mutex_unlock(&c->lock);
+	cache_trim(c, ws);
+	pthread_mutex_unlock(&ws->lock);
 }
 
-/* The cache entry of an existing file, referenced; c->lock held. */
+/* The cache entry of an existing file, referenced; ws->lock held. */
 int file_for(struct workspace *ws, const char *rel, struct wsfile **out)
 {
 	struct wsattr a;
@@ -90,7 +92,7 @@ int file_for(struct workspace *ws, const char *rel, struct wsfile **out)
 	return 0;
 }
 
-/* Another version of rel than f is still open (c->lock held). */
+/* Another version of rel than f is still open (ws->lock held). */
 static bool other_version_open(struct workspace *ws, const char *rel,
 			       const struct wsfile *f)
 {
@@ -110,17 +112,16 @@ static bool other_version_open(struct workspace *ws, const char *rel,
 static int content_open(struct wsfile *f, struct wsfetch **fe, bool *fetched)
 {
 	struct workspace *ws = f->ws;
-	struct wscache *c = ws->c;
 	*fe = NULL;
 	*fetched = false;
 	for (;;) {
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&ws->lock);
 		struct wsfetch *cur = f->fetch;
 		if (cur && cur->epoch == ws->epoch &&
 		    !__atomic_load_n(&cur->done, __ATOMIC_SEQ_CST)) {
 			/* One download per file: read through the running one. */
 			cur->refs++;
-			pthread_mutex_unlock(&c->lock);
+			pthread_mutex_unlock(&ws->lock);
 			*fe = cur;
 			*fetched = true;
 			return 0;
@@ -128,11 +129,11 @@ static int content_open(struct wsfile *f, struct wsfetch **fe, bool *fetched)
 		if (!cur) {
 			file_expire_after_command(f);
 			if (f->present) {
-				pthread_mutex_unlock(&c->lock);
+				pthread_mutex_unlock(&ws->lock);
 				return 0;
 			}
 		}
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		if (cur) {
 			/* It began before a command (it brings the old content)
 			 * or is ending: wait for it, then look again. */
@@ -142,9 +143,9 @@ static int content_open(struct wsfile *f, struct wsfetch **fe, bool *fetched)
 			continue;
 		}
 		pthread_mutex_lock(&f->mx);
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&ws->lock);
 		bool again = f->fetch || f->present;
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		if (again) {
 			pthread_mutex_unlock(&f->mx);
 			continue;
@@ -160,9 +161,9 @@ static int content_open(struct wsfile *f, struct wsfetch **fe, bool *fetched)
 			return 0;
 		}
 		rc = cache_fetch_run(nf);
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&ws->lock);
 		cache_fetch_put(nf); /* done: the handle needs it no more */
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		return rc;
 	}
 }
@@ -178,14 +179,14 @@ int workspace_open(struct workspace *ws, const char *rel, struct wsopen *o)
 	int acc = o->flags & O_ACCMODE;
 	bool trunc = (o->flags & O_TRUNC) && acc != O_RDONLY;
 
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	struct wsfile *f;
 	rc = file_for(ws, rel, &f);
 	if (rc == 0) {
 		f->opens++;
 		f->writers += acc != O_RDONLY;
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (rc < 0)
 		return rc;
 
@@ -202,7 +203,7 @@ int workspace_open(struct workspace *ws, const char *rel, struct wsopen *o)
 	}
 	if (rc == 0)
 		rc = handle_new(f, o, fe);
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	bool others = false, mixed = false;
 	if (rc < 0) {
 		cache_fetch_put(fe);
@@ -213,7 +214,7 @@ int workspace_open(struct workspace *ws, const char *rel, struct wsopen *o)
 		file_unref(f);
 	} else {
 		if (!fetched)
-			c->n.hits++;
+			WS_COUNT(c, hits, 1);
 		/* The kernel keeps one page cache per name: while descriptors
 		 * of an older version read theirs through it, this one reads
 		 * past it; once they are gone, the pages they left are
@@ -223,7 +224,7 @@ int workspace_open(struct workspace *ws, const char *rel, struct wsopen *o)
 		if (!others)
 			f->kernel_mixed = false;
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (rc < 0)
 		return rc;
 	/* Pages the kernel holds are still right unless we fetched anew. */
@@ -243,11 +244,11 @@ int workspace_create(struct workspace *ws, const char *rel, mode_t mode, struct 
 	if (!rel[0])
 		return -EEXIST;
 	struct wscache *c = ws->c;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	struct wsattr a;
 	rc = ws_lookup(ws, rel, &a);
 	if (rc == 0) {
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		if (o->flags & O_EXCL)
 			return -EEXIST;
 		if (a.is_dir)
@@ -255,23 +256,23 @@ int workspace_create(struct workspace *ws, const char *rel, mode_t mode, struct 
 		return workspace_open(ws, rel, o);
 	}
 	if (rc != -ENOENT) {
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		return rc;
 	}
 	rc = ws_parent_is_dir(ws, rel);
 	if (rc < 0) {
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		return rc;
 	}
 	struct wsfile *f = file_new(ws, rel, NULL);
 	if (!f) {
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		return -EIO;
 	}
 	rc = file_ref(f);
 	if (rc < 0) {
 		file_detach(f);
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		return rc;
 	}
 	f->present = true;
@@ -285,15 +286,15 @@ int workspace_create(struct workspace *ws, const char *rel, mode_t mode, struct 
 	meta_drop(ws, rel);
 	if ((mode & 07777) != WS_FILE_MODE && c->cfg.exec)
 		(void)ws_mode_queue(ws, rel, mode & 07777);
-	c->n.hits++;
-	pthread_mutex_unlock(&c->lock);
+	WS_COUNT(c, hits, 1);
+	pthread_mutex_unlock(&ws->lock);
 	rc = handle_new(f, o, NULL);
 	if (rc < 0) {
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&ws->lock);
 		f->opens--;
 		f->writers -= (o->flags & O_ACCMODE) != O_RDONLY;
 		file_unref(f);
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		return rc;
 	}
 	o->keep_cache = false;
@@ -306,7 +307,7 @@ int workspace_read(uint64_t fh, char *buf, size_t size, off_t off)
 	if (!h)
 		return -EBADF;
 	struct wsfile *f = h->f;
-	struct wscache *c = f->ws->c;
+	struct workspace *ws = f->ws;
 	/* Opened while its content downloads: what has arrived is read at
 	 * once, the rest waited for; a failed download answers its error. */
 	struct wsfetch *fe = h->fetch, *refill = NULL;
@@ -319,11 +320,11 @@ int workspace_read(uint64_t fh, char *buf, size_t size, off_t off)
 		 * new content is read as it arrives, never a half of it. */
 		if (!refill && (!fe || __atomic_load_n(&fe->done, __ATOMIC_SEQ_CST)) &&
 		    __atomic_load_n(&f->fetch, __ATOMIC_SEQ_CST)) {
-			pthread_mutex_lock(&c->lock);
+			pthread_mutex_lock(&ws->lock);
 			refill = f->fetch != fe ? f->fetch : NULL;
 			if (refill)
 				refill->refs++;
-			pthread_mutex_unlock(&c->lock);
+			pthread_mutex_unlock(&ws->lock);
 			if (refill)
 				fe = refill;
 		}
@@ -356,9 +357,9 @@ int workspace_read(uint64_t fh, char *buf, size_t size, off_t off)
 			break;
 	}
 	if (refill) {
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&ws->lock);
 		cache_fetch_put(refill);
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 	}
 	return rc < 0 ? rc : (int)done;
 }
@@ -369,7 +370,8 @@ int workspace_write(uint64_t fh, const char *buf, size_t size, off_t off)
 	if (!h)
 		return -EBADF;
 	struct wsfile *f = h->f;
-	struct wscache *c = f->ws->c;
+	struct workspace *ws = f->ws;
+	struct wscache *c = ws->c;
 	pthread_mutex_lock(&f->mx);
 	/* Writes wait until a download of the content has ended. */
 	int rc = cache_fetch_idle(f);
@@ -377,12 +379,12 @@ int workspace_write(uint64_t fh, const char *buf, size_t size, off_t off)
 		pthread_mutex_unlock(&f->mx);
 		return rc;
 	}
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	if (h->flags & O_APPEND)
 		off = (off_t)f->size;
 	uint64_t end = (uint64_t)off + size;
 	rc = cache_reserve(c, f, end);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (rc < 0) {
 		pthread_mutex_unlock(&f->mx);
 		return rc;
@@ -401,7 +403,7 @@ int workspace_write(uint64_t fh, const char *buf, size_t size, off_t off)
 	if (done)
 		cache_crc_write(f, buf, done, (uint64_t)off);
 	uint64_t size_now = 0;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	if (done) {
 		if (!f->dirty)
 			cache_set_dirty(f, true);
@@ -416,7 +418,7 @@ int workspace_write(uint64_t fh, const char *buf, size_t size, off_t off)
 		if (m)
 			m->has_times = false; /* a write sets the time */
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (done) {
 		h->wrote = true; /* under f->mx: flush reads it there */
 		earlyput_wrote(f, size_now);
@@ -448,10 +450,10 @@ int workspace_flush(uint64_t fh)
 	if (!h->wrote) {
 		/* Nothing to journal for clean content; a reader's close then
 		 * never waits for a download that runs (or any other work). */
-		struct wscache *c = h->f->ws->c;
-		pthread_mutex_lock(&c->lock);
+		struct workspace *ws = h->f->ws;
+		pthread_mutex_lock(&ws->lock);
 		bool dirty = h->f->dirty;
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		if (!dirty)
 			return 0;
 	}
@@ -476,8 +478,8 @@ int workspace_release(uint64_t fh)
 	if (!h)
 		return -EBADF;
 	struct wsfile *f = h->f;
-	struct wscache *c = f->ws->c;
-	pthread_mutex_lock(&c->lock);
+	struct workspace *ws = f->ws;
+	pthread_mutex_lock(&ws->lock);
 	f->opens--;
 	f->writers -= (h->flags & O_ACCMODE) != O_RDONLY;
 	if (f->opens == 0)
@@ -485,13 +487,13 @@ int workspace_release(uint64_t fh)
 	/* Written (mmap, or a writer whose flush was skipped) and not yet
 	 * handled: upload it now rather than wait for a retry. */
 	bool upload = f->opens == 0 && f->dirty && !f->pending && !f->unlinked;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (upload) /* close has returned: durable before the PUT */
 		upload_now(f, UPLOAD_DURABLE_FIRST);
 	if (h->fetch) {
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&ws->lock);
 		cache_fetch_put(h->fetch);
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 	}
 	file_drop_ref(f);
 	h->kind = 0;
@@ -519,11 +521,10 @@ int workspace_truncate(struct workspace *ws, const char *rel, off_t size, uint64
 		return rc;
 	if (!rel[0])
 		return -EISDIR;
-	struct wscache *c = ws->c;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	struct wsfile *f;
 	rc = file_for(ws, rel, &f);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&f->mx);
@@ -532,9 +533,9 @@ int workspace_truncate(struct workspace *ws, const char *rel, off_t size, uint64
 		rc = cache_fetch(f);
 	if (rc == 0)
 		rc = cache_truncate(f, (uint64_t)size);
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	bool open = f->opens > 0;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	/* No close will follow a truncate(2) of a file nobody has open. */
 	if (rc == 0 && !open)
 		rc = upload_locked(f, UPLOAD_CALLER_WAITS);

@@ -14,13 +14,13 @@ void workspace_invalidate(struct workspace *ws)
 	if (!ws)
 		return;
 	struct wscache *c = ws->c;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	ws->epoch++;
 	for (size_t i = 0; i < ws->nmade; i++)
 		free(ws->made_dirs[i]);
 	ws->nmade = 0;
 	if (c->cfg.kernel_told_by_mount) {
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		return;
 	}
 	uint64_t mine = ++ws->inval_asked;
@@ -28,28 +28,28 @@ void workspace_invalidate(struct workspace *ws)
 	 * while one runs are all covered by the next one (see
 	 * tests/bench/RESULTS.md), which the running caller starts. */
 	while (ws->inval_running && ws->inval_done < mine)
-		pthread_cond_wait(&ws->inval_cv, &c->lock);
+		pthread_cond_wait(&ws->inval_cv, &ws->lock);
 	if (ws->inval_done >= mine) {
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		return;
 	}
 	ws->inval_running = true;
 	while (ws->inval_done < ws->inval_asked) {
 		uint64_t covers = ws->inval_asked;
 		workspace_invalidate_pass(ws);
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&ws->lock);
 		ws->inval_done = covers;
 		pthread_cond_broadcast(&ws->inval_cv);
 	}
 	ws->inval_running = false;
 	pthread_cond_broadcast(&ws->inval_cv);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 }
 
 /* Whether the kernel may still hold attributes given at *shown_ms: it
  * keeps them attr_timeout from when it got the answer, which is a little
  * after *shown_ms (hence the margin). Clears the mark: the pass that asks
- * drops them. c->lock held. */
+ * drops them. ws->lock held. */
 static bool kernel_may_hold(struct wscache *c, uint64_t *shown_ms)
 {
 	const uint64_t margin_ms = 1000;
@@ -62,7 +62,7 @@ static bool kernel_may_hold(struct wscache *c, uint64_t *shown_ms)
 
 /* Tells the kernel to drop what it holds of every path this mount showed
  * within attr_timeout (older answers have expired there already), and of
- * open files (their pages); called with c->lock held, returns with it
+ * open files (their pages); called with ws->lock held, returns with it
  * released. */
 static void workspace_invalidate_pass(struct workspace *ws)
 {
@@ -102,7 +102,7 @@ static void workspace_invalidate_pass(struct workspace *ws)
 					ADD_PATH(ws_join(d->path, d->ents[k].name));
 		}
 #undef ADD_PATH
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	for (size_t i = 0; i < n; i++) {
 		ws_kernel_invalidate(ws, paths[i]);
 		free(paths[i]);

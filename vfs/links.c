@@ -285,7 +285,7 @@ int links_apply(struct workspace *ws)
 	for (int round = 0; round < 64 && rc == 0; round++) {
 		struct linkitem *it = NULL;
 		size_t n = 0, bytes = 0;
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&ws->lock);
 		for (size_t i = 0; i < ws->links.nb && bytes < LINK_BATCH_BYTES; i++)
 			for (struct hlink *h = ws->links.b[i];
 			     h && bytes < LINK_BATCH_BYTES; h = h->next) {
@@ -307,7 +307,7 @@ int links_apply(struct workspace *ws)
 				bytes += 5 * strlen(l->path) + 2 * strlen(l->target) + 120;
 				n++;
 			}
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		if (n == 0) {
 			free(it);
 			break;
@@ -329,7 +329,7 @@ int links_apply(struct workspace *ws)
 			}
 		struct wslinkrec *recs = NULL;
 		size_t nrecs = 0;
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&ws->lock);
 		for (size_t i = 0; i < n; i++) {
 			struct wslink *l = link_find(ws, it[i].path);
 			int ri = rcs ? rcs[i] : rc, ci = codes ? codes[i] : code;
@@ -363,7 +363,7 @@ int links_apply(struct workspace *ws)
 			free(it[i].path);
 			free(it[i].target);
 		}
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		free(it);
 		free(codes);
 		free(rcs);
@@ -392,7 +392,7 @@ int workspace_symlink(struct workspace *ws, const char *target, const char *rel)
 	 * symlink(2)'s "not supported by this filesystem". */
 	if (!c->cfg.exec)
 		return -EPERM;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	ws_moves_wait(ws, rel);
 	struct wsattr a;
 	rc = ws_lookup(ws, rel, &a);
@@ -400,20 +400,20 @@ int workspace_symlink(struct workspace *ws, const char *target, const char *rel)
 		rc = -EEXIST;
 	else if (rc == -ENOENT)
 		rc = ws_parent_is_dir(ws, rel);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (rc < 0)
 		return rc;
 	/* The intent first: a crash after symlink returned still makes it. */
 	link_journal(ws, JOURNAL_LINK_INTENT, rel, target, true, &rc);
 	if (rc < 0)
 		return -EIO;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	struct wslink *l = link_set(ws, rel, target, true);
 	if (l) {
 		link_show(ws, l);
 		meta_drop(ws, rel);
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (!l)
 		return -ENOMEM;
 	/* Made now when the seat is free, so the sandbox has it without
@@ -429,8 +429,7 @@ int workspace_readlink(struct workspace *ws, const char *rel, char *buf, size_t 
 		return rc;
 	if (!size)
 		return -EINVAL;
-	struct wscache *c = ws->c;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	struct wsattr a;
 	rc = rel[0] ? ws_lookup(ws, rel, &a) : -EINVAL;
 	struct wslink *l = rc == 0 ? link_find(ws, rel) : NULL;
@@ -443,7 +442,7 @@ int workspace_readlink(struct workspace *ws, const char *rel, char *buf, size_t 
 		memcpy(buf, l->target, n);
 		buf[n] = '\0';
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	return rc;
 }
 
@@ -472,8 +471,7 @@ static int link_command(struct workspace *ws, const char *a, const char *b)
 
 int ws_link_unlink(struct workspace *ws, const char *rel)
 {
-	struct wscache *c = ws->c;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	struct wslink *l = link_find(ws, rel);
 	int rc = !l ? -ENOENT : l->applying ? -EBUSY : 0;
 	bool queued = l && l->queued;
@@ -483,18 +481,18 @@ int ws_link_unlink(struct workspace *ws, const char *rel)
 		dir_remove(ws, rel);
 		meta_drop(ws, rel);
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (rc < 0)
 		return rc;
 	if (!queued) {
 		rc = link_command(ws, rel, NULL);
 		if (rc < 0)
 			return rc;
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&ws->lock);
 		link_drop(ws, rel);
 		dir_remove(ws, rel);
 		meta_drop(ws, rel);
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 	}
 	link_journal(ws, JOURNAL_LINK_GONE, rel, NULL, true, NULL);
 	return 0;
@@ -502,19 +500,18 @@ int ws_link_unlink(struct workspace *ws, const char *rel)
 
 int ws_link_rename(struct workspace *ws, const char *from, const char *to, bool dst_exists)
 {
-	struct wscache *c = ws->c;
 	if (dst_exists) {
 		/* rename(2) replaces it; a link there must go as a link. */
 		int rc = workspace_unlink(ws, to);
 		if (rc < 0 && rc != -ENOENT)
 			return rc;
 	}
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	struct wslink *l = link_find(ws, from);
 	int rc = !l ? -ENOENT : l->applying ? -EBUSY : 0;
 	bool queued = l && l->queued;
 	char *target = l ? strdup(l->target) : NULL;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (rc == 0 && !target)
 		rc = -ENOMEM;
 	if (rc == 0 && !queued)
@@ -529,14 +526,14 @@ int ws_link_rename(struct workspace *ws, const char *from, const char *to, bool 
 		free(target);
 		return rc;
 	}
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	link_drop(ws, from);
 	dir_remove(ws, from);
 	meta_move_one(ws, from, to);
 	struct wslink *nl = link_set(ws, to, target, queued);
 	if (nl)
 		link_show(ws, nl);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	link_journal(ws, JOURNAL_LINK_GONE, from, NULL, true, NULL);
 	free(target);
 	if (queued)
@@ -610,11 +607,12 @@ void links_restore(struct wscache *c, const struct journal_sandbox *sb)
 {
 	if (!sb->nlinks || sb->state == JOURNAL_SB_GONE || sb->state == JOURNAL_SB_DETACHED)
 		return;
-	pthread_mutex_lock(&c->lock);
-	struct workspace *ws = ws_get_locked(c, sb->id, sb->url);
-	for (size_t i = 0; ws && i < sb->nlinks; i++)
+	struct workspace *ws = ws_get_lock(c, sb->id, sb->url);
+	if (!ws)
+		return;
+	for (size_t i = 0; i < sb->nlinks; i++)
 		if (ws_check_path(sb->links[i].path) == 0 && sb->links[i].path[0])
 			(void)link_set(ws, sb->links[i].path, sb->links[i].target,
 				       sb->links[i].queued);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 }

@@ -23,12 +23,22 @@
 #define ENTRY_BYTES(name) (sizeof(struct wsentry) + strlen(name) + 1)
 #define DIR_BYTES(path)	  (sizeof(struct wsdir) + strlen(path) + 1)
 
-static void dir_account(struct wsdir *d, int64_t bytes, int64_t entries)
+/* d->ws->lock and c->lock held. */
+static void dir_account_locked(struct wsdir *d, int64_t bytes, int64_t entries)
 {
 	struct wscache *c = d->ws->c;
 	d->bytes += (uint64_t)bytes;
 	c->listing_bytes += (uint64_t)bytes;
 	c->listing_entries += (uint64_t)entries;
+}
+
+/* d->ws->lock held. */
+static void dir_account(struct wsdir *d, int64_t bytes, int64_t entries)
+{
+	struct wscache *c = d->ws->c;
+	pthread_mutex_lock(&c->lock);
+	dir_account_locked(d, bytes, entries);
+	pthread_mutex_unlock(&c->lock);
 }
 
 static void dir_lru_unlink(struct wscache *c, struct wsdir *d)
@@ -113,13 +123,22 @@ static void ents_free(struct wsentry *e, size_t n)
 	free(e);
 }
 
-/* Empties d's entries (accounted). */
-static void dir_clear(struct wsdir *d)
+/* Empties d's entries (accounted); c->lock held as locked says. */
+static void dir_clear_as(struct wsdir *d, bool locked)
 {
-	dir_account(d, -(int64_t)ents_bytes(d->ents, d->n), -(int64_t)d->n);
+	int64_t bytes = -(int64_t)ents_bytes(d->ents, d->n);
+	if (locked)
+		dir_account_locked(d, bytes, -(int64_t)d->n);
+	else
+		dir_account(d, bytes, -(int64_t)d->n);
 	ents_free(d->ents, d->n);
 	d->ents = NULL;
 	d->n = d->cap = 0;
+}
+
+static void dir_clear(struct wsdir *d)
+{
+	dir_clear_as(d, false);
 }
 
 /* Inserts (or updates) name in a loaded listing, keeping it sorted. */
@@ -174,20 +193,31 @@ static struct wsdir *dir_new(struct workspace *ws, const char *path)
 	d->h.key = d->path;
 	htab_add(&ws->dirs, &d->h);
 	d->ws = ws;
-	dir_account(d, (int64_t)DIR_BYTES(path), 0);
+	pthread_mutex_lock(&ws->c->lock);
+	dir_account_locked(d, (int64_t)DIR_BYTES(path), 0);
 	dir_lru_touch(ws->c, d);
+	pthread_mutex_unlock(&ws->c->lock);
 	return d;
+}
+
+/* d->ws->lock and c->lock held. */
+static void dir_free_locked(struct wsdir *d)
+{
+	struct wscache *c = d->ws->c;
+	dir_clear_as(d, true);
+	dir_account_locked(d, -(int64_t)d->bytes, 0);
+	htab_del(&d->ws->dirs, &d->h);
+	dir_lru_unlink(c, d);
+	free(d->path);
+	free(d);
 }
 
 static void dir_free(struct wsdir *d)
 {
 	struct wscache *c = d->ws->c;
-	dir_clear(d);
-	dir_account(d, -(int64_t)d->bytes, 0);
-	htab_del(&d->ws->dirs, &d->h);
-	dir_lru_unlink(c, d);
-	free(d->path);
-	free(d);
+	pthread_mutex_lock(&c->lock);
+	dir_free_locked(d);
+	pthread_mutex_unlock(&c->lock);
 }
 
 /* Names the kernel may hold, to invalidate there. */
@@ -226,53 +256,71 @@ static bool shown_recently(const struct wscache *c, uint64_t shown_ms, uint64_t 
 /* Evicts listings, least recently used first, until the cache is within
  * its bound; keep, pinned ones and those being fetched stay. Listings the
  * kernel may no longer hold anything of go first; names of the others
- * that it may still hold go to *sp (to be invalidated there). */
-static void dir_evict(struct wscache *c, struct wsdir *keep, struct shown_paths *sp)
+ * that it may still hold go to *sp (to be invalidated there). c->lock
+ * held, and held's lock (may be NULL): another workspace's listings go
+ * only if its lock is free now (trylock), else they wait for a later
+ * trim. */
+static void dir_evict(struct wscache *c, struct workspace *held, struct wsdir *keep,
+		      struct shown_paths *sp)
 {
 	uint64_t now = common_now_ms();
 	for (int hot = 0; hot < 2; hot++) {
 		struct wsdir *d = c->dir_lru_head;
 		while (d && c->listing_bytes > c->cfg.listing_max_bytes) {
 			struct wsdir *next = d->lru_next;
+			struct workspace *dws = d->ws;
+			if (d == keep ||
+			    (dws != held && pthread_mutex_trylock(&dws->lock) != 0)) {
+				d = next;
+				continue;
+			}
 			bool shown =
 			    c->cfg.invalidate && shown_recently(c, d->shown_ms, now);
-			if (d != keep && !d->pins && !d->fetching && (hot || !shown)) {
+			if (!d->pins && !d->fetching && (hot || !shown)) {
 				for (size_t i = 0; shown && i < d->n; i++)
 					if (shown_recently(c, d->ents[i].shown_ms, now))
 						shown_add(
 						    sp, d->ws,
 						    ws_join(d->path, d->ents[i].name));
-				dir_free(d);
-				c->n.listing_evictions++;
+				dir_free_locked(d);
+				WS_COUNT(c, listing_evictions, 1);
 			}
+			if (dws != held)
+				pthread_mutex_unlock(&dws->lock);
 			d = next;
 		}
 	}
 }
 
-/* Keeps the cache within its bound after d (if any) was loaded; may drop
- * and retake c->lock (to tell the kernel), d stays. */
-static void dir_trim(struct wscache *c, struct wsdir *d)
+/* Keeps the cache within its bound after d (if any, of ws) was loaded;
+ * ws->lock held, may be dropped and retaken (to tell the kernel), d
+ * stays. */
+static void dir_trim(struct workspace *ws, struct wsdir *d)
 {
+	struct wscache *c = ws->c;
+	pthread_mutex_lock(&c->lock);
 	if (d)
 		dir_lru_touch(c, d);
-	if (c->listing_bytes <= c->cfg.listing_max_bytes)
+	if (c->listing_bytes <= c->cfg.listing_max_bytes) {
+		pthread_mutex_unlock(&c->lock);
 		return;
+	}
 	struct shown_paths sp = {0};
-	dir_evict(c, d, &sp);
+	dir_evict(c, ws, d, &sp);
+	pthread_mutex_unlock(&c->lock);
 	if (!sp.n) {
 		free(sp.v);
 		return;
 	}
 	if (d)
 		d->pins++;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	for (size_t i = 0; i < sp.n; i++) {
 		ws_kernel_invalidate(sp.v[i].ws, sp.v[i].path);
 		free(sp.v[i].path);
 	}
 	free(sp.v);
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	if (d)
 		d->pins--;
 }
@@ -349,8 +397,10 @@ static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **
 		if (!d && !(d = dir_new(ws, path)))
 			return -ENOMEM;
 		if (dir_fresh(ws, d)) {
-			c->n.listing_hits++;
+			WS_COUNT(c, listing_hits, 1);
+			pthread_mutex_lock(&c->lock);
 			dir_lru_touch(c, d);
+			pthread_mutex_unlock(&c->lock);
 			*out = d;
 			return d->err;
 		}
@@ -358,7 +408,7 @@ static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **
 			break;
 		struct timespec ts;
 		common_deadline_in(&ts, 1000);
-		pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+		pthread_cond_timedwait(&ws->cond, &ws->lock, &ts);
 	}
 	if (!ws->url) {
 		*out = d;
@@ -368,7 +418,7 @@ static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **
 	d->raced = false;
 	uint64_t epoch = ws->epoch;
 	char *url = strdup(ws->url);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 
 	struct backend_listing l = {0};
 	struct backend_error err;
@@ -376,10 +426,10 @@ static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **
 	    url ? backend_list(c->cfg.backend, url, path, &l, &err) : BACKEND_LOCAL;
 	free(url);
 
-	pthread_mutex_lock(&c->lock);
-	c->n.listings++;
+	pthread_mutex_lock(&ws->lock);
+	WS_COUNT(c, listings, 1);
 	d->fetching = false;
-	pthread_cond_broadcast(&c->cond);
+	pthread_cond_broadcast(&ws->cond);
 
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -490,7 +540,7 @@ static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **
 	 * missing from (or still in) the answer: not fresh then. */
 	d->fetched_ms = d->raced ? 0 : common_now_ms();
 	d->epoch = epoch;
-	dir_trim(c, d);
+	dir_trim(ws, d);
 	*out = d;
 	return rc;
 }
@@ -603,7 +653,7 @@ void dir_release(struct workspace *ws)
 			struct wsdir *d = htab_entry(l, struct wsdir, h);
 			if (!d->pins && !d->fetching) {
 				dir_free(d);
-				ws->c->n.listing_evictions++;
+				WS_COUNT(ws->c, listing_evictions, 1);
 			}
 			l = next;
 		}
@@ -636,14 +686,14 @@ struct wsdir *dir_pin(struct workspace *ws, const char *path)
 void dir_unpin(struct wsdir *d)
 {
 	d->pins--;
-	dir_trim(d->ws->c, NULL); /* what it kept may be over the bound */
+	dir_trim(d->ws, NULL); /* what it kept may be over the bound */
 }
 
 void dir_stats(struct wscache *c, FILE *out)
 {
 	pthread_mutex_lock(&c->lock);
 	uint64_t bytes = c->listing_bytes, entries = c->listing_entries;
-	uint64_t evictions = c->n.listing_evictions;
+	uint64_t evictions = __atomic_load_n(&c->n.listing_evictions, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&c->lock);
 	fprintf(out,
 		"listing_entries %" PRIu64 "\n"

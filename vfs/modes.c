@@ -132,10 +132,12 @@ void workspace_seat(struct workspace *ws, bool held)
 	if (!ws)
 		return;
 	struct wscache *c = ws->c;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	ws->seats += held ? 1 : -1;
 	if (ws->seats < 0)
 		ws->seats = 0;
+	pthread_mutex_unlock(&ws->lock);
+	pthread_mutex_lock(&c->lock);
 	pthread_cond_broadcast(&c->cond); /* the retry thread may go on */
 	pthread_mutex_unlock(&c->lock);
 }
@@ -169,7 +171,7 @@ int workspace_before_command(struct workspace *ws, char *why, size_t whylen)
 		(void)links_apply(ws);
 	for (int round = 0; round < 64; round++) {
 		/* One command per round: "chmod MODE -- 'a' 'b'" groups. */
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&ws->lock);
 		struct wsmeta **batch = NULL;
 		size_t n = 0, cap = 0, bytes = 0;
 		for (size_t i = 0; i < ws->metas.nb && bytes < MODE_BATCH_BYTES; i++)
@@ -194,12 +196,12 @@ int workspace_before_command(struct workspace *ws, char *why, size_t whylen)
 				bytes += quoted_len(m->path) + 1;
 			}
 		if (n == 0) {
-			pthread_mutex_unlock(&c->lock);
+			pthread_mutex_unlock(&ws->lock);
 			free(batch);
 			break;
 		}
 		if (!c->cfg.exec) {
-			pthread_mutex_unlock(&c->lock);
+			pthread_mutex_unlock(&ws->lock);
 			free(batch);
 			return -ENOTSUP;
 		}
@@ -237,7 +239,7 @@ int workspace_before_command(struct workspace *ws, char *why, size_t whylen)
 				rc = -ENOMEM;
 			fclose(out);
 		}
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		free(batch);
 
 		int code = 0;
@@ -245,7 +247,7 @@ int workspace_before_command(struct workspace *ws, char *why, size_t whylen)
 			rc = c->cfg.exec(c->cfg.exec_ctx, ws->id, cmd, &code);
 		free(cmd);
 
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&ws->lock);
 		for (size_t i = 0; i < n; i++) {
 			if (!paths || !paths[i])
 				continue;
@@ -259,7 +261,7 @@ int workspace_before_command(struct workspace *ws, char *why, size_t whylen)
 				m->has_mode = false;
 			free(paths[i]);
 		}
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		free(paths);
 		/* A mode not applied is reported by the file's mode, never by
 		 * holding the user's command back. */
@@ -277,11 +279,10 @@ size_t workspace_note_changes(struct workspace *ws, const char *list, size_t len
 {
 	if (!ws)
 		return 0;
-	struct wscache *c = ws->c;
 	size_t taken = 0;
 	struct wslinkrec *recs = NULL;
 	size_t nrecs = 0;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	for (size_t i = 0; i < len;) {
 		const char *line = list + i;
 		const char *nl = memchr(line, '\n', len - i);
@@ -345,7 +346,7 @@ size_t workspace_note_changes(struct workspace *ws, const char *list, size_t len
 		m->atime = m->mtime;
 		taken++;
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	links_journal(ws, recs, nrecs);
 	return taken;
 }

@@ -55,9 +55,9 @@ int workspace_opendir(struct workspace *ws, const char *rel, uint64_t *fh)
 		return -ENOMEM;
 	dh->kind = WS_HANDLE_DIR;
 	dh->c = ws->c;
-	pthread_mutex_lock(&ws->c->lock);
+	pthread_mutex_lock(&ws->lock);
 	dh->pinned = dir_pin(ws, rel);
-	pthread_mutex_unlock(&ws->c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	*fh = (uint64_t)(uintptr_t)dh;
 	return 0;
 }
@@ -68,9 +68,9 @@ void workspace_releasedir(uint64_t fh)
 	if (!dh)
 		return;
 	if (dh->pinned) {
-		pthread_mutex_lock(&dh->c->lock);
+		pthread_mutex_lock(&dh->pinned->ws->lock);
 		dir_unpin(dh->pinned);
-		pthread_mutex_unlock(&dh->c->lock);
+		pthread_mutex_unlock(&dh->pinned->ws->lock);
 	}
 	dirhandle_clear(dh);
 	free(dh);
@@ -95,7 +95,7 @@ static int dirhandle_take(struct wsdirhandle *dh, const struct wsdir *d)
 }
 
 /* The attributes of rel/name as the listing d and the cache tell them now;
- * false when the name is gone from d (c->lock held). */
+ * false when the name is gone from d (ws->lock held). */
 static bool entry_stat(struct workspace *ws, struct wsdir *d, const char *rel,
 		       const char *name, struct stat *st)
 {
@@ -134,14 +134,13 @@ int workspace_readdir(struct workspace *ws, const char *rel, void *buf, ws_fill_
 		dh = &local;
 		off = 0;
 	}
-	struct wscache *c = ws->c;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	struct wsdir *d;
 	rc = dir_load(ws, rel, &d);
 	if (rc == 0 && (off == 0 || !dh->taken))
 		rc = dirhandle_take(dh, d);
 	if (rc < 0) {
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		return rc;
 	}
 	struct stat st;
@@ -161,7 +160,7 @@ int workspace_readdir(struct workspace *ws, const char *rel, void *buf, ws_fill_
 			break;
 	}
 out:
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (dh == &local)
 		dirhandle_clear(dh);
 	return 0;

@@ -38,32 +38,32 @@ static void unlock_two(struct wsfile *a, struct wsfile *b)
 static int rename_file(struct workspace *ws, const char *from, const char *to)
 {
 	struct wscache *c = ws->c;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	struct wsfile *f, *g = NULL;
 	int rc = file_for(ws, from, &f);
 	if (rc == 0 && (g = file_find(ws, to)) && file_ref(g) < 0)
 		g = NULL;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (rc < 0)
 		return rc;
 
 	lock_two(f, g);
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	/* Renamed meanwhile (a directory above it moved): not here now. */
 	if (!f->path || strcmp(f->path, from) != 0)
 		rc = -ENOENT;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (rc == 0 && !f->present)
 		rc = cache_fetch(f);
 	/* Dirty data is saved under the old name first, so a failure leaves
 	 * every name as it was. */
 	if (rc == 0)
 		rc = upload_locked(f, UPLOAD_DURABLE_FIRST);
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	uint64_t size = f->size;
 	char *url = ws->url ? strdup(ws->url) : NULL;
 	bool remote = f->remote_exists;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	struct backend_error err;
 	enum backend_status st = BACKEND_OK;
 	if (rc == 0) {
@@ -83,7 +83,7 @@ static int rename_file(struct workspace *ws, const char *from, const char *to)
 			       err.message);
 	}
 	free(url);
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	if (rc == 0) {
 		if (g && g != f)
 			file_detach(g);
@@ -94,12 +94,12 @@ static int rename_file(struct workspace *ws, const char *from, const char *to)
 		bool has_times = m && m->has_times;
 		meta_move_one(ws, from, to);
 		dir_upsert(ws, to, size, false, has_times ? NULL : &f->mtime);
-		c->n.renames++;
+		WS_COUNT(c, renames, 1);
 	} else if (st == BACKEND_OK || rc == -EIO) {
 		/* The new name may be there now, or the outcome is unknown. */
 		dir_stale_all(ws);
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	unlock_two(f, g);
 	if (g)
 		file_drop_ref(g);
@@ -170,13 +170,13 @@ static bool moved_by_other(const struct workspace *ws, const char *rel)
 void ws_moves_wait(struct workspace *ws, const char *rel)
 {
 	while (moved_by_other(ws, rel))
-		pthread_cond_wait(&ws->c->cond, &ws->c->lock);
+		pthread_cond_wait(&ws->cond, &ws->lock);
 }
 
 void file_moves_wait(struct wsfile *f)
 {
 	while (f->path && moved_by_other(f->ws, f->path))
-		pthread_cond_wait(&f->ws->c->cond, &f->ws->c->lock);
+		pthread_cond_wait(&f->ws->cond, &f->ws->lock);
 }
 
 static int ptr_cmp(const void *a, const void *b)
@@ -186,7 +186,7 @@ static int ptr_cmp(const void *a, const void *b)
 }
 
 /* The cached files below dir, each referenced, in the order their
- * mutexes are taken (by address, as lock_two). c->lock held. */
+ * mutexes are taken (by address, as lock_two). ws->lock held. */
 static int files_under(struct workspace *ws, const char *dir, struct wsfile ***out,
 		       size_t *nout)
 {
@@ -218,7 +218,7 @@ fail:
 	return -ENOMEM;
 }
 
-/* Whether a PUT of a file below dir is on its way (c->lock held). */
+/* Whether a PUT of a file below dir is on its way (ws->lock held). */
 static bool puts_under(const struct workspace *ws, const char *dir)
 {
 	for (const struct wsfile *f = ws->all; f; f = f->ws_next)
@@ -242,14 +242,14 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 	size_t nlrecs = 0;
 	struct wsfile **held = NULL;
 	size_t nheld = 0;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	int rc = dst_exists ? ws_dir_check_empty(ws, to) : 0;
 	char *url = ws->url ? strdup(ws->url) : NULL;
 	if (rc == 0 && !url)
 		rc = -ENOTCONN;
 	if (rc == 0)
 		rc = files_under(ws, from, &held, &nheld);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	/* One pass: what is written after it is uploaded to the new name. */
 	for (size_t i = 0; i < nheld; i++) {
 		if (rc == 0) {
@@ -264,12 +264,12 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 		free(url);
 		return rc;
 	}
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	mv.next = ws->moves;
 	ws->moves = &mv;
 	while (puts_under(ws, from) || earlyput_stop_under(ws, from))
-		pthread_cond_wait(&c->cond, &c->lock);
-	pthread_mutex_unlock(&c->lock);
+		pthread_cond_wait(&ws->cond, &ws->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (rc < 0) {
 		/* nothing moved */
 	} else if (c->cfg.exec) {
@@ -295,7 +295,7 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 			rc = ws_delete_remote(ws, url, from, &err);
 	}
 	free(url);
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	if (rc == 0) {
 		/* Every file below from follows, those made meanwhile too. */
 		size_t nfrom = strlen(from);
@@ -319,7 +319,7 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 		meta_move(ws, from, to);
 		links_move(ws, from, to, &lrecs, &nlrecs);
 		ws_made_dirs_drop(ws, from);
-		c->n.dir_renames++;
+		WS_COUNT(c, dir_renames, 1);
 	}
 	/* Listings of both trees and their parents changed. */
 	dir_drop(ws, from);
@@ -335,8 +335,8 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 			*p = mv.next;
 			break;
 		}
-	pthread_cond_broadcast(&c->cond);
-	pthread_mutex_unlock(&c->lock);
+	pthread_cond_broadcast(&ws->cond);
+	pthread_mutex_unlock(&ws->lock);
 	links_journal(ws, lrecs, nlrecs);
 	return rc;
 }
@@ -361,14 +361,13 @@ int workspace_rename(struct workspace *ws, const char *from, const char *to,
 		return 0;
 	if (ws_is_under(to, from))
 		return -EINVAL;
-	struct wscache *c = ws->c;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	ws_moves_wait(ws, from);
 	ws_moves_wait(ws, to);
 	struct wsattr src, dst;
 	rc = ws_lookup(ws, from, &src);
 	int drc = rc == 0 ? ws_lookup(ws, to, &dst) : 0;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (rc < 0)
 		return rc;
 	if (drc < 0 && drc != -ENOENT)
@@ -376,9 +375,9 @@ int workspace_rename(struct workspace *ws, const char *from, const char *to,
 	bool dst_exists = drc == 0;
 	if (drc == -ENOENT) {
 		/* The new parent must exist. */
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&ws->lock);
 		int prc = ws_parent_is_dir(ws, to);
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		if (prc < 0)
 			return prc;
 	}

@@ -116,9 +116,7 @@ static uint64_t restore_reintend(struct wscache *c, const char *sandbox,
 		close(dfd);
 	if (!ok)
 		return 0;
-	pthread_mutex_lock(&c->lock);
-	c->n.syncs += 2;
-	pthread_mutex_unlock(&c->lock);
+	WS_COUNT(c, syncs, 2);
 	uint64_t id = journal_next_upload_id(j);
 	struct journal_record r = {.kind = JOURNAL_UPLOAD_INTENT,
 				   .sandbox = (char *)sandbox,
@@ -207,12 +205,14 @@ int wscache_restore(struct wscache *c, const struct journal_state *st)
 			if (path_seen(seen, nseen, u->path)) {
 				/* A newer intent for the same path decides. */
 				upload_supersede(c, sb->id, u->upload_id, true);
-				pthread_mutex_lock(&c->lock);
-				struct workspace *ws = ws_find(c, sb->id);
+				struct workspace *ws = workspace_find(c, sb->id);
+				if (ws)
+					pthread_mutex_lock(&ws->lock);
 				struct wsfile *f = ws ? file_find(ws, u->path) : NULL;
 				bool keep =
 				    f && strcmp(f->cache_path, u->cache_file) == 0;
-				pthread_mutex_unlock(&c->lock);
+				if (ws)
+					pthread_mutex_unlock(&ws->lock);
 				if (!keep)
 					unlink(u->cache_file);
 				continue;
@@ -280,38 +280,36 @@ int wscache_restore(struct wscache *c, const struct journal_state *st)
 				    sb->id, krc == 0 ? "kept in " : "could not keep it",
 				    krc == 0 && dir ? dir : "");
 				free(dir);
-				pthread_mutex_lock(&c->lock);
-				c->n.incomplete++;
-				pthread_mutex_unlock(&c->lock);
+				WS_COUNT(c, incomplete, 1);
 				restore_abandon(
 				    c, sb->id, u->upload_id,
 				    "local copy incomplete at restore; not uploaded");
 				continue;
 			}
-			pthread_mutex_lock(&c->lock);
-			struct workspace *ws = ws_get_locked(c, sb->id, sb->url);
+			struct workspace *ws = ws_get_lock(c, sb->id, sb->url);
 			struct wsfile *f =
 			    ws ? file_new(ws, u->path, u->cache_file) : NULL;
 			if (!f) {
-				pthread_mutex_unlock(&c->lock);
+				if (ws)
+					pthread_mutex_unlock(&ws->lock);
 				continue;
 			}
 			f->present = true;
 			f->remote_exists = true;
-			f->size = 0;
-			c->bytes += (uint64_t)sb_st.st_size;
-			f->size = (uint64_t)sb_st.st_size;
+			cache_account(f, (uint64_t)sb_st.st_size);
 			cache_set_state(f, true, true);
 			f->upload_id = id;
 			f->wgen = 1;
 			f->intent_gen = 1;
 			f->intent_synced = true;
-			f->next_try_ms = common_now_ms();
-			due_update(f);
 			f->mtime.tv_sec = sb_st.st_mtim.tv_sec;
 			f->mtime.tv_nsec = sb_st.st_mtim.tv_nsec;
+			pthread_mutex_lock(&c->lock);
+			f->next_try_ms = common_now_ms();
+			due_update(f);
 			pthread_cond_broadcast(&c->cond);
 			pthread_mutex_unlock(&c->lock);
+			pthread_mutex_unlock(&ws->lock);
 			restored++;
 		}
 		for (size_t i = 0; i < nseen; i++)
@@ -335,12 +333,14 @@ int wscache_restore(struct wscache *c, const struct journal_state *st)
 			if (!p)
 				continue;
 			bool used = false;
-			pthread_mutex_lock(&c->lock);
-			for (struct workspace *ws = c->wss; ws && !used; ws = ws->next)
+			for (struct workspace *ws = ws_first(c); ws && !used;
+			     ws = ws->next) {
+				pthread_mutex_lock(&ws->lock);
 				for (struct wsfile *f = ws->all; f && !used;
 				     f = f->ws_next)
 					used = strcmp(f->cache_path, p) == 0;
-			pthread_mutex_unlock(&c->lock);
+				pthread_mutex_unlock(&ws->lock);
+			}
 			if (!used)
 				unlink(p);
 			free(p);
@@ -356,14 +356,18 @@ int wscache_health(struct wscache *c, FILE *out)
 		return 0;
 	int problems = 0;
 	size_t pending = 0, stuck = 0;
-	pthread_mutex_lock(&c->lock);
-	for (struct workspace *ws = c->wss; ws; ws = ws->next)
+	for (struct workspace *ws = ws_first(c); ws; ws = ws->next) {
+		pthread_mutex_lock(&ws->lock);
 		for (struct wsfile *f = ws->all; f; f = f->ws_next)
 			if (f->pending && !f->unlinked) {
 				pending++;
 				stuck += f->permanent;
 			}
+		pthread_mutex_unlock(&ws->lock);
+	}
+	pthread_mutex_lock(&c->lock);
 	uint64_t lost = c->lost_uploads;
+	pthread_mutex_unlock(&c->lock);
 	DIR *d;
 	if (pending) {
 		fprintf(out, "%zu uploads pending\n", pending);
@@ -371,14 +375,18 @@ int wscache_health(struct wscache *c, FILE *out)
 	}
 	/* Which ones: a command in their sandbox waits for them. */
 	size_t named = 0;
-	for (struct workspace *ws = c->wss; ws && pending; ws = ws->next)
+	for (struct workspace *ws = pending ? ws_first(c) : NULL; ws && named <= 10;
+	     ws = ws->next) {
+		pthread_mutex_lock(&ws->lock);
 		for (struct wsfile *f = ws->all; f; f = f->ws_next) {
 			if (!f->pending || f->unlinked || !f->path)
 				continue;
 			if (named++ == 10) {
-				fprintf(out, "(and %zu more pending uploads)\n",
-					pending - 10);
-				goto named_all;
+				/* counted a moment ago: it may have changed */
+				if (pending > 10)
+					fprintf(out, "(and %zu more pending uploads)\n",
+						pending - 10);
+				break;
 			}
 			fprintf(out,
 				"upload of %s/workspace/%s pending (%s); commands in %s "
@@ -386,9 +394,9 @@ int wscache_health(struct wscache *c, FILE *out)
 				ws->id, f->path,
 				strerror(f->last_err ? f->last_err : EIO), ws->id);
 		}
-named_all:
+		pthread_mutex_unlock(&ws->lock);
+	}
 	problems += cache_health(c, out);
-	pthread_mutex_unlock(&c->lock);
 	if (stuck) {
 		fprintf(out,
 			"%zu uploads refused by the server (retried at the next close)\n",
@@ -436,8 +444,13 @@ void wscache_stats(struct wscache *c, FILE *out)
 {
 	if (!c)
 		return;
+	struct wscache_counters n;
+	/* every counter is a uint64_t, bumped atomically */
+	const uint64_t *from = (const uint64_t *)&c->n;
+	uint64_t *to = (uint64_t *)&n;
+	for (size_t i = 0; i < sizeof(n) / sizeof(uint64_t); i++)
+		to[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
 	pthread_mutex_lock(&c->lock);
-	struct wscache_counters n = c->n;
 	uint64_t bytes = c->bytes, dirty = c->dirty_bytes;
 	uint64_t files = c->nfiles, pending = c->pending_files;
 	uint64_t kept = c->idle_bytes;

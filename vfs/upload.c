@@ -94,10 +94,12 @@ void upload_schedule(struct wsfile *f, int err)
 	if (delay > RETRY_CAP_MS)
 		delay = RETRY_CAP_MS;
 	/* Jitter: 75%..125% of the delay, so retries of many files spread. */
+	pthread_mutex_lock(&c->lock);
 	delay = delay * 3 / 4 + (uint64_t)rand_r(&c->rand_state) % (delay / 2 + 1);
 	f->next_try_ms = common_now_ms() + delay;
 	due_update(f);
 	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
 }
 
 static bool status_permanent(enum backend_status st)
@@ -127,9 +129,7 @@ static int cache_file_sync(struct wsfile *f, int fd)
 			close(dfd);
 		}
 	}
-	pthread_mutex_lock(&c->lock);
-	c->n.syncs += (uint64_t)syncs;
-	pthread_mutex_unlock(&c->lock);
+	WS_COUNT(c, syncs, syncs);
 	return rc;
 }
 
@@ -141,10 +141,7 @@ static int content_crc(struct wsfile *f, int fd, uint64_t size, uint32_t *crc)
 		*crc = f->crc;
 		return 0;
 	}
-	struct wscache *c = f->ws->c;
-	pthread_mutex_lock(&c->lock);
-	c->n.checksum_passes++;
-	pthread_mutex_unlock(&c->lock);
+	WS_COUNT(f->ws->c, checksum_passes, 1);
 	return crc_of(fd, size, crc);
 }
 
@@ -191,11 +188,11 @@ static int intent_write(struct wsfile *f, const char *sandbox, const char *path,
 	 * (this one, rewritten) no longer matches it and restore skips it. */
 	if (old_id)
 		upload_supersede(c, sandbox, old_id, durable);
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	f->upload_id = id;
 	f->intent_gen = gen;
 	f->intent_synced = durable;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	*idp = id;
 	return 0;
 }
@@ -211,9 +208,9 @@ static int intent_sync(struct wsfile *f, int fd)
 		rc = -EIO;
 	}
 	if (rc == 0) {
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&f->ws->lock);
 		f->intent_synced = true;
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&f->ws->lock);
 	}
 	return rc;
 }
@@ -221,26 +218,25 @@ static int intent_sync(struct wsfile *f, int fd)
 int upload_intent_locked(struct wsfile *f)
 {
 	struct workspace *ws = f->ws;
-	struct wscache *c = ws->c;
 	/* Its intent is folded into f's first, so the one written here is
 	 * the newest of the path. */
 	earlyput_reap(f);
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	file_moves_wait(f); /* the intent names the path */
 	if (!f->dirty || f->unlinked || !f->path || ws->gone) {
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		return 0;
 	}
 	int fd = f->fd;
 	if (f->upload_id && f->intent_gen == f->wgen) {
 		bool synced = f->intent_synced;
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		return synced ? 0 : intent_sync(f, fd);
 	}
 	char *path = strdup(f->path);
 	char *sandbox = strdup(ws->id);
 	uint64_t size = f->size, gen = f->wgen, old_id = f->upload_id, id;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	int rc = path && sandbox
 		     ? intent_write(f, sandbox, path, size, gen, old_id, fd, true, &id)
 		     : -ENOMEM;
@@ -252,13 +248,13 @@ int upload_intent_locked(struct wsfile *f)
 /* The PUT of f is over (sent or not): a directory rename may wait. */
 static void put_done(struct wsfile *f)
 {
-	struct wscache *c = f->ws->c;
-	pthread_mutex_lock(&c->lock);
+	struct workspace *ws = f->ws;
+	pthread_mutex_lock(&ws->lock);
 	if (f->put_path) {
 		f->put_path = NULL;
-		pthread_cond_broadcast(&c->cond);
+		pthread_cond_broadcast(&ws->cond);
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 }
 
 int upload_locked(struct wsfile *f, enum upload_caller who)
@@ -273,25 +269,25 @@ int upload_locked(struct wsfile *f, enum upload_caller who)
 	if (f->early && who != UPLOAD_CALLER_CLOSES)
 		earlyput_reap(f);
 
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	file_moves_wait(f); /* a directory rename moves it: then the new path */
 	if (f->early) {
 		bool can = f->dirty && !f->unlinked && f->path && !ws->gone && ws->url;
 		uint64_t now = f->size;
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		/* The size is stable: writes and truncates take f->mx. */
 		if (can)
 			early = earlyput_ready(f, now);
 		else
 			earlyput_reap(f);
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&ws->lock);
 	}
 	if ((!f->dirty && !f->pending) || f->unlinked || !f->path) {
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		return 0;
 	}
 	if (ws->gone) {
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		earlyput_reap(f);
 		return -EIO;
 	}
@@ -307,7 +303,7 @@ int upload_locked(struct wsfile *f, enum upload_caller who)
 	uint64_t id = f->upload_id;
 	int fd = f->fd;
 	f->put_path = path;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 
 	int rc = 0;
 	enum backend_status st = BACKEND_OK; /* the PUT's, once sent */
@@ -353,15 +349,14 @@ int upload_locked(struct wsfile *f, enum upload_caller who)
 			if (journal_append(j, &r, false) < 0)
 				ws_log(ws, "cannot journal an upload outcome");
 		}
-		pthread_mutex_lock(&c->lock);
-		c->n.uploads++;
-		c->n.uploaded_bytes += size;
+		pthread_mutex_lock(&ws->lock);
+		WS_COUNT(c, uploads, 1);
+		WS_COUNT(c, uploaded_bytes, size);
 		f->upload_id = 0;
 		f->attempts = 0;
 		f->permanent = false;
 		f->last_err = 0;
-		due_update(f);
-		cache_set_state(f, f->wgen != gen, false);
+		cache_set_state(f, f->wgen != gen, false); /* and the due heap */
 		f->remote_exists = true;
 		f->epoch = ws->epoch;
 		if (f->path && strcmp(f->path, path) == 0) {
@@ -382,7 +377,7 @@ int upload_locked(struct wsfile *f, enum upload_caller who)
 			if (m && m->has_mode && m->mode != WS_FILE_MODE)
 				m->mode_queued = true;
 		}
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		goto out;
 	}
 	/* DESIGN.md §3: a failed upload is EIO at close/fsync, whatever the
@@ -397,13 +392,13 @@ fail:
 	 * pending: make it survive a power cut before that (see the top). */
 	if (!durable_first)
 		upload_intent_locked(f);
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	if (!no_url)
-		c->n.upload_failures++;
+		WS_COUNT(c, upload_failures, 1);
 	if (st != BACKEND_OK)
 		f->permanent = status_permanent(st);
 	upload_schedule(f, -rc);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 out:
 	free(path);
 	free(url);
@@ -411,70 +406,102 @@ out:
 	return rc;
 }
 
-/* The pending file due first, or NULL; *wait_ms says how long to wait. */
-static struct wsfile *next_due(struct wscache *c, uint64_t *wait_ms)
+/* The workspace of the pending file due first, or NULL; *wait_ms says
+ * how long to wait (c->lock held). */
+static struct workspace *next_due_ws(struct wscache *c, uint64_t *wait_ms)
 {
 	uint64_t now = common_now_ms();
+	struct wsfile *f = due_first(c);
 	*wait_ms = 1000;
-	for (size_t tries = c->ndue; tries > 0; tries--) {
-		struct wsfile *f = due_first(c);
-		if (f->next_try_ms > now) {
-			if (f->next_try_ms - now < *wait_ms)
-				*wait_ms = f->next_try_ms - now;
-			return NULL;
-		}
-		if (!f->ws->gone && !f->ws->seats)
-			return f;
+	if (!f)
+		return NULL;
+	if (f->next_try_ms > now) {
+		if (f->next_try_ms - now < *wait_ms)
+			*wait_ms = f->next_try_ms - now;
+		return NULL;
+	}
+	return f->ws;
+}
+
+/* Picks the file due first if it is of ws, referenced; ws->lock held.
+ * NULL: none is due there now (another's may be). */
+static struct wsfile *pick_due(struct wscache *c, struct workspace *ws)
+{
+	uint64_t now = common_now_ms();
+	pthread_mutex_lock(&c->lock);
+	struct wsfile *f = due_first(c);
+	if (f && (f->ws != ws || f->next_try_ms > now))
+		f = NULL;
+	if (f && (ws->gone || ws->seats)) {
 		/* While a command holds the seat, an upload would land in the
 		 * middle of it: the command uploads what is unsaved before it
 		 * runs, and the retry comes after. A gone sandbox's files
 		 * wait for rescue, rarely looked at again. */
-		f->next_try_ms = now + (f->ws->gone ? RETRY_CAP_MS : RETRY_BASE_MS);
+		f->next_try_ms = now + (ws->gone ? RETRY_CAP_MS : RETRY_BASE_MS);
 		due_update(f);
+		f = NULL;
 	}
-	return NULL;
+	pthread_mutex_unlock(&c->lock);
+	if (f && file_ref(f) < 0) {
+		ws_log(ws, "cannot open a pending cache file: %s", strerror(errno));
+		f->permanent = true;
+		pthread_mutex_lock(&c->lock);
+		due_update(f);
+		pthread_mutex_unlock(&c->lock);
+		f = NULL;
+	}
+	return f;
 }
 
+/* The retry thread. The due heap is the cache's (c->lock), the file the
+ * workspace's: it learns the workspace of the first due under c->lock,
+ * releases it, takes that ws->lock and c->lock in order and looks again
+ * (workspaces live until wscache_free, files may not). */
 void *upload_thread(void *arg)
 {
 	struct wscache *c = arg;
 	pthread_mutex_lock(&c->lock);
 	while (!c->stop) {
 		uint64_t wait_ms;
-		struct wsfile *f = next_due(c, &wait_ms);
-		if (!f) {
+		struct workspace *ws = next_due_ws(c, &wait_ms);
+		if (!ws) {
 			struct timespec ts;
 			common_deadline_in(&ts, wait_ms);
 			pthread_cond_timedwait(&c->cond, &c->lock, &ts);
 			continue;
 		}
-		if (file_ref(f) < 0) {
-			ws_log(f->ws, "cannot open a pending cache file: %s",
-			       strerror(errno));
-			f->permanent = true;
-			due_update(f);
+		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_lock(&ws->lock);
+		struct wsfile *f = pick_due(c, ws);
+		pthread_mutex_unlock(&ws->lock);
+		if (!f) {
+			pthread_mutex_lock(&c->lock);
 			continue;
 		}
-		pthread_mutex_unlock(&c->lock);
 		if (pthread_mutex_trylock(&f->mx) == 0) {
 			/* A command that took the seat since the pick flushes
 			 * its sandbox first, under f->mx: it waits for this
 			 * upload when it is already running, else this one
 			 * leaves the file to it. */
-			pthread_mutex_lock(&c->lock);
-			bool seated = f->ws->seats > 0;
-			pthread_mutex_unlock(&c->lock);
+			pthread_mutex_lock(&ws->lock);
+			bool seated = ws->seats > 0;
+			pthread_mutex_unlock(&ws->lock);
 			if (!seated)
 				upload_locked(f, UPLOAD_DURABLE_FIRST);
 			pthread_mutex_unlock(&f->mx);
-			pthread_mutex_lock(&c->lock);
+			pthread_mutex_lock(&ws->lock);
 		} else {
 			/* Busy with a user operation, which uploads it anyway. */
+			pthread_mutex_lock(&ws->lock);
 			pthread_mutex_lock(&c->lock);
 			f->next_try_ms = common_now_ms() + RETRY_BASE_MS;
+			due_update(f);
+			pthread_mutex_unlock(&c->lock);
 		}
 		file_unref(f);
-		cache_trim(c); /* delivered and closed: it may go now */
+		cache_trim(c, ws); /* delivered and closed: it may go now */
+		pthread_mutex_unlock(&ws->lock);
+		pthread_mutex_lock(&c->lock);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return NULL;

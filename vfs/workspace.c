@@ -192,6 +192,8 @@ int wscache_start(struct wscache *c)
 static void workspace_free(struct workspace *ws)
 {
 	pthread_cond_destroy(&ws->inval_cv);
+	pthread_cond_destroy(&ws->cond);
+	pthread_mutex_destroy(&ws->lock);
 	while (ws->all) {
 		struct wsfile *f = ws->all;
 		ws->all = f->ws_next;
@@ -230,11 +232,27 @@ static void workspace_free(struct workspace *ws)
 	free(ws);
 }
 
-/* Names f and why it is not uploaded in stuck (once). c->lock held. */
+/* Names f and why it is not uploaded in stuck (once). ws->lock held. */
 static void note_stuck(char *stuck, size_t len, const struct wsfile *f, int err)
 {
 	if (stuck && len && !stuck[0])
 		snprintf(stuck, len, "%s (%s)", f->path, strerror(err ? err : EIO));
+}
+
+/* The first workspace (c->lock taken for the head only: a workspace's
+ * next is set once, before it is listed, and none leaves before
+ * wscache_free). */
+struct workspace *ws_first(struct wscache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	struct workspace *ws = c->wss;
+	pthread_mutex_unlock(&c->lock);
+	return ws;
+}
+
+static bool flush_wanted(const struct wsfile *f)
+{
+	return (f->dirty || f->pending) && !f->unlinked && f->path && !f->flush_parked;
 }
 
 /* Uploads every dirty file of ws once (or of every workspace when ws is
@@ -243,7 +261,8 @@ static void note_stuck(char *stuck, size_t len, const struct wsfile *f, int err)
  * failed upload whose retry is not due yet fails the flush at once, and
  * nothing is uploaded: a caller that loops (a command refused, written
  * again) keeps to the retries' backoff instead of hammering the sandbox
- * and journaling a new intent each time. */
+ * and journaling a new intent each time. One workspace's lock at a time,
+ * never with c->lock. */
 int ws_flush_all(struct wscache *c, struct workspace *only, uint64_t budget_ms,
 		 bool due_only, char *stuck, size_t stuck_len)
 {
@@ -252,56 +271,63 @@ int ws_flush_all(struct wscache *c, struct workspace *only, uint64_t budget_ms,
 	if (stuck && stuck_len)
 		stuck[0] = '\0';
 	pthread_mutex_lock(&c->lock);
-	if (!c->unsaved_files) { /* the common case: no walk of every file */
-		pthread_mutex_unlock(&c->lock);
+	size_t unsaved = c->unsaved_files;
+	pthread_mutex_unlock(&c->lock);
+	if (!unsaved) /* the common case: no walk of every file */
 		return 0;
-	}
-	for (struct workspace *ws = due_only ? c->wss : NULL; ws; ws = ws->next) {
-		if ((only && ws != only) || ws->gone)
-			continue;
+	struct workspace *first = only ? only : ws_first(c);
+	for (struct workspace *ws = due_only ? first : NULL; ws;
+	     ws = only ? NULL : ws->next) {
+		pthread_mutex_lock(&ws->lock);
 		uint64_t now = common_now_ms();
-		for (struct wsfile *f = ws->all; f; f = f->ws_next)
+		for (struct wsfile *f = ws->gone ? NULL : ws->all; f; f = f->ws_next)
 			if (f->pending && !f->unlinked && f->path &&
 			    f->next_try_ms > now) {
 				failed++;
 				note_stuck(stuck, stuck_len, f, f->last_err);
 			}
+		pthread_mutex_unlock(&ws->lock);
 	}
-	if (failed) {
-		pthread_mutex_unlock(&c->lock);
+	if (failed)
 		return failed;
-	}
 	for (;;) {
 		if (common_now_ms() > deadline) {
-			for (struct workspace *ws = c->wss; ws; ws = ws->next)
-				for (struct wsfile *f = ws->all; f; f = f->ws_next)
-					if ((!only || ws == only) && !ws->gone &&
-					    (f->dirty || f->pending) && !f->unlinked &&
-					    f->path && !f->flush_parked) {
+			for (struct workspace *ws = first; ws; ws = only ? NULL : ws->next) {
+				pthread_mutex_lock(&ws->lock);
+				for (struct wsfile *f = ws->gone ? NULL : ws->all; f;
+				     f = f->ws_next)
+					if (flush_wanted(f)) {
 						failed++;
 						note_stuck(stuck, stuck_len, f,
 							   ETIMEDOUT);
 					}
+				pthread_mutex_unlock(&ws->lock);
+			}
 			break;
 		}
 		struct wsfile *pick = NULL;
-		for (struct workspace *ws = c->wss; ws && !pick; ws = ws->next) {
-			if ((only && ws != only) || ws->gone)
-				continue;
-			for (struct wsfile *f = ws->all; f; f = f->ws_next)
-				if ((f->dirty || f->pending) && !f->unlinked && f->path &&
-				    !f->flush_parked) {
+		struct workspace *pws = NULL;
+		for (struct workspace *ws = first; ws && !pick; ws = only ? NULL : ws->next) {
+			pthread_mutex_lock(&ws->lock);
+			for (struct wsfile *f = ws->gone ? NULL : ws->all; f; f = f->ws_next)
+				if (flush_wanted(f)) {
 					pick = f;
 					break;
 				}
+			if (pick && file_ref(pick) < 0)
+				pick = NULL;
+			if (pick)
+				pws = ws;
+			else
+				pthread_mutex_unlock(&ws->lock);
 		}
-		if (!pick || file_ref(pick) < 0)
+		if (!pick)
 			break;
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&pws->lock);
 		pthread_mutex_lock(&pick->mx);
 		int rc = upload_locked(pick, UPLOAD_DURABLE_FIRST);
 		pthread_mutex_unlock(&pick->mx);
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&pws->lock);
 		if (rc < 0) {
 			failed++;
 			pick->flush_parked = true; /* not picked again in this pass */
@@ -309,12 +335,14 @@ int ws_flush_all(struct wscache *c, struct workspace *only, uint64_t budget_ms,
 				note_stuck(stuck, stuck_len, pick, -rc);
 		}
 		file_unref(pick);
+		pthread_mutex_unlock(&pws->lock);
 	}
-	for (struct workspace *ws = c->wss; ws; ws = ws->next)
-		for (struct wsfile *f = ws->all; f && (!only || ws == only);
-		     f = f->ws_next)
+	for (struct workspace *ws = first; ws; ws = only ? NULL : ws->next) {
+		pthread_mutex_lock(&ws->lock);
+		for (struct wsfile *f = ws->all; f; f = f->ws_next)
 			f->flush_parked = false;
-	pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
+	}
 	return failed;
 }
 
@@ -363,16 +391,8 @@ struct workspace *ws_find(struct wscache *c, const char *id)
 struct workspace *ws_get_locked(struct wscache *c, const char *id, const char *url)
 {
 	struct workspace *ws = ws_find(c, id);
-	if (ws) {
-		if (url && (!ws->url || strcmp(ws->url, url) != 0)) {
-			char *u = strdup(url);
-			if (u) {
-				free(ws->url);
-				ws->url = u;
-			}
-		}
+	if (ws)
 		return ws;
-	}
 	ws = calloc(1, sizeof(*ws));
 	if (!ws)
 		return NULL;
@@ -394,6 +414,8 @@ struct workspace *ws_get_locked(struct wscache *c, const char *id, const char *u
 		return NULL;
 	}
 	pthread_cond_init(&ws->inval_cv, NULL);
+	pthread_mutex_init(&ws->lock, NULL);
+	common_cond_init(&ws->cond);
 	ws->next = c->wss;
 	c->wss = ws;
 	ws->by_id.key = ws->id;
@@ -406,9 +428,27 @@ struct workspace *workspace_get(struct wscache *c, const char *sandbox_id,
 {
 	if (!c || !sandbox_id)
 		return NULL;
+	struct workspace *ws = ws_get_lock(c, sandbox_id, url);
+	if (ws)
+		pthread_mutex_unlock(&ws->lock);
+	return ws;
+}
+
+struct workspace *ws_get_lock(struct wscache *c, const char *id, const char *url)
+{
 	pthread_mutex_lock(&c->lock);
-	struct workspace *ws = ws_get_locked(c, sandbox_id, url);
+	struct workspace *ws = ws_get_locked(c, id, url);
 	pthread_mutex_unlock(&c->lock);
+	if (!ws)
+		return NULL;
+	pthread_mutex_lock(&ws->lock);
+	if (url && (!ws->url || strcmp(ws->url, url) != 0)) {
+		char *u = strdup(url);
+		if (u) {
+			free(ws->url);
+			ws->url = u;
+		}
+	}
 	return ws;
 }
 
@@ -515,7 +555,7 @@ void workspace_set_url(struct workspace *ws, const char *url)
 		return;
 	struct wscache *c = ws->c;
 	char *u = url ? strdup(url) : NULL;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	if (url && !u) {
 		/* out of memory: send nothing rather than to the old URL */
 		free(ws->url);
@@ -527,15 +567,20 @@ void workspace_set_url(struct workspace *ws, const char *url)
 	}
 	if (ws->url) {
 		/* What waits for the sandbox is tried at its new place now. */
+		pthread_mutex_lock(&c->lock);
 		for (struct wsfile *f = ws->all; f; f = f->ws_next)
 			if (f->pending && !f->permanent) {
 				f->next_try_ms = common_now_ms();
 				due_update(f);
 			}
+		pthread_mutex_unlock(&c->lock);
 		dir_stale_all(ws);
 	}
+	pthread_cond_broadcast(&ws->cond);
+	pthread_mutex_lock(&c->lock);
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	free(u);
 }
 
@@ -549,7 +594,7 @@ void workspace_sandbox_gone(struct workspace *ws)
 		uint64_t id;
 	} *items = NULL;
 	size_t n = 0;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	ws->gone = true;
 	/* Whoever serves that URL now is not this sandbox. */
 	free(ws->url);
@@ -573,7 +618,7 @@ void workspace_sandbox_gone(struct workspace *ws)
 		f->upload_id = 0;
 		cache_set_state(f, false, false);
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	char *dir = NULL;
 	for (size_t i = 0; i < k; i++) {
 		bool kept = false;
@@ -608,12 +653,12 @@ void workspace_sandbox_gone(struct workspace *ws)
 	free(items);
 	if (dir) {
 		ws_log(ws, "the sandbox is gone; its unsaved files are kept in %s", dir);
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&ws->lock);
 		if (!ws->rescue_dir)
 			ws->rescue_dir = dir;
 		else
 			free(dir);
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 	}
 }
 
@@ -629,12 +674,14 @@ void workspace_forget(struct wscache *c, const char *sandbox_id)
 	ws_flush_all(c, ws, 10000, false, NULL, 0);
 	/* Open handles may still point into it, and the retry thread keeps
 	 * trying what is pending: the object lives until wscache_free. */
+	pthread_mutex_lock(&ws->lock);
 	pthread_mutex_lock(&c->lock);
 	ws->retired = true;
 	htab_del(&c->by_id, &ws->by_id);
+	pthread_mutex_unlock(&c->lock);
 	/* What nobody uses goes now, not at unmount: listings nobody pins
 	 * and clean copies nobody has open. */
 	dir_release(ws);
 	cache_drop_idle(ws);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 }

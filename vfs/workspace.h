@@ -26,18 +26,23 @@
  * adapter (fuse/wsadapt.c) translates its file info and directory filler
  * to and from struct wsopen and ws_fill_fn.
  *
- * Lock order (workspace_i.h has the details). Two kinds of mutex:
- *  - c->lock, one per wscache (so one for every workspace of the mount),
- *    guards every map, list and counter; it is never held across a
- *    network call (a listing fetch drops and retakes it);
+ * Lock order (workspace_i.h has the details). Three kinds of mutex:
+ *  - ws->lock, one per workspace, guards that workspace's maps, listings
+ *    and files, so sandboxes never wait for each other; it is never held
+ *    across a network call (a listing fetch drops and retakes it);
+ *  - c->lock, one per wscache, guards only what the workspaces share (the
+ *    LRUs of idle copies and listings, the retry heap, totals, the list
+ *    of workspaces): a short leaf, never held across I/O;
  *  - f->mx, one per cached file, serialises that file's whole-file work
  *    (download, write, truncate, upload, rename); it may be held across
  *    a network call.
- * Order: f->mx before c->lock, never the reverse; two files' f->mx (a
- * rename) in address order. The waits on a download or on the retry
- * queue are condition waits on c->lock. The callbacks exec and invalidate
- * are called with c->lock released; interrupted may be called with it
- * held; none of them may call back into the core.
+ * Order: f->mx, then ws->lock, then c->lock, never the reverse; two
+ * files' f->mx (a rename) in address order; never two workspaces' locks
+ * but by trylock. The waits on a download, a listing fetch or a rename
+ * are condition waits on ws->lock, the retry queue's on c->lock. The
+ * callbacks exec and invalidate are called with no lock held;
+ * interrupted may be called with a ws->lock held; none of them may call
+ * back into the core.
  */
 #ifndef SANDBOXFS_VFS_WORKSPACE_H
 #define SANDBOXFS_VFS_WORKSPACE_H

@@ -2,11 +2,26 @@
  * workspace_i.h — private types of the workspace core (vfs/workspace*.c,
  * vfs/cache.c, vfs/listing.c, vfs/upload.c). Not for other modules.
  *
- * Locking: one mutex per wscache (c->lock) guards every map, list and
- * counter below; it is never held across a network call or a wait. Each
- * cached file has its own mutex (f->mx) that serialises its whole-file
- * work (fetch, write, truncate, upload, rename); it may be held across a
- * network call. Order: f->mx before c->lock, never the reverse.
+ * Locking. Each workspace has its own mutex (ws->lock): it guards that
+ * workspace's tables (files, all, dirs and their listings, metas, links,
+ * moves, made_dirs), its invalidation state and the fields of its files,
+ * listings and downloads; sandboxes never wait for each other's. The
+ * cache's mutex (c->lock) guards only what all workspaces share: the idle
+ * LRU, the listing LRU, the due heap, byte and file totals, the reserve,
+ * wss and by_id, fetch_workers, early_running, stop. A field both sides
+ * read (f->size, f->next_try_ms, f->due_pos, f->idle*, d->lru_*, d->bytes)
+ * is written with both held, read with either.
+ * Counters (c->n) are atomic (WS_COUNT). Each cached file has its own
+ * mutex (f->mx) that serialises its whole-file work (fetch, write,
+ * truncate, upload, rename); it may be held across a network call.
+ *
+ * Order: f->mx, then ws->lock, then c->lock (a leaf, never held across
+ * I/O or a wait on another lock). Neither ws->lock nor c->lock is held
+ * across a network call. Work on another workspace's files while holding
+ * c->lock (eviction from the LRUs) takes that workspace's lock with
+ * pthread_mutex_trylock only, and skips it when busy; the retry thread
+ * and the passes over every workspace take one ws->lock at a time, with
+ * c->lock released, and look again at what they picked.
  */
 #ifndef SANDBOXFS_VFS_WORKSPACE_I_H
 #define SANDBOXFS_VFS_WORKSPACE_I_H
@@ -91,7 +106,7 @@ struct wslink {
 	bool applying; /* its "ln -s" batch runs */
 };
 
-/* A link record to journal once c->lock is released. */
+/* A link record to journal once ws->lock is released. */
 struct wslinkrec {
 	enum journal_kind kind;
 	char *path, *target;
@@ -108,12 +123,12 @@ struct wslinkrec {
 struct wsfetch {
 	struct wsfile *f;
 	char *url, *path;
-	pthread_cond_t cond; /* with c->lock: progress (when waited for), end */
-	int refs;	     /* c->lock: the download and its handles */
+	pthread_cond_t cond; /* with ws->lock: progress (when waited for), end */
+	int refs;	     /* ws->lock: the download and its handles */
 	uint64_t avail;	     /* atomic: body bytes in the cache file */
 	uint64_t wake_at;    /* atomic: the least end a reader waits for,
 				UINT64_MAX when none waits */
-	bool done;	     /* atomic; set under c->lock with err */
+	bool done;	     /* atomic; set under ws->lock with err */
 	int err;	     /* -errno of a failed download, 0 */
 	bool size_known;     /* the listing gave the size: expect */
 	uint64_t expect;     /* reserved, in c->fetch_expect while it runs */
@@ -139,7 +154,7 @@ struct wsfile {
 	pthread_mutex_t mx;
 
 	struct wsfetch *fetch; /* the download running, or NULL (written
-				  atomically, under c->lock) */
+				  atomically, under ws->lock) */
 	int refs;	       /* handles + internal users */
 	int opens;	       /* open handles */
 	int writers;	       /* open handles that may write */
@@ -170,7 +185,7 @@ struct wsfile {
 	bool crc_ok;
 	uint32_t crc;
 	uint64_t crc_len;
-	/* The path a PUT of it on its way was sent to, else NULL (c->lock):
+	/* The path a PUT of it on its way was sent to, else NULL (ws->lock):
 	 * a directory rename waits for it to end. */
 	const char *put_path;
 	/* The early PUT of this file while it is written in order from
@@ -211,8 +226,12 @@ struct wsmove {
 };
 
 struct workspace {
-	struct workspace *next;
+	struct workspace *next; /* set once, before it is in c->wss */
 	struct wscache *c;
+	pthread_mutex_t lock; /* this workspace's state (see the top) */
+	/* with lock: its listing fetches done, renames, PUTs and early PUTs
+	 * ended (a directory rename waits for them) */
+	pthread_cond_t cond;
 	char *id;
 	struct hlink by_id; /* in c->by_id while not retired */
 	char *url;
@@ -228,7 +247,7 @@ struct workspace {
 	struct htab files;  /* struct wsfile, live names only */
 	struct htab links;  /* struct wslink */
 	struct wsfile *all; /* every wsfile of this workspace */
-	struct wsfile *unsaved; /* of which dirty or pending */
+	struct wsfile *unsaved; /* of which dirty or pending (changed with c->lock too) */
 	char **made_dirs;   /* made by mkdir since the last command */
 	size_t nmade;
 	/* One kernel invalidation pass at a time: a command that ends during
@@ -237,12 +256,12 @@ struct workspace {
 	 * write returns the kernel holds nothing older than the command. */
 	bool inval_running;
 	uint64_t inval_asked, inval_done;
-	pthread_cond_t inval_cv;  /* inval_done moved (with c->lock) */
+	pthread_cond_t inval_cv;  /* inval_done moved (with ws->lock) */
 	char *rescue_dir;	  /* set once data of this gone sandbox was kept */
-	struct wsmove *moves;	  /* directories being renamed (c->lock) */
+	struct wsmove *moves;	  /* directories being renamed */
 	size_t old_versions_open; /* files with version_of set */
 	/* Its server answered a chunked PUT as one that takes no chunked
-	 * body: files go there whole at close only (c->lock). */
+	 * body: files go there whole at close only. */
 	bool no_chunked;
 	int early_failures; /* early PUTs there that failed in a row */
 };
@@ -274,8 +293,8 @@ struct wscache {
 	/* cache_dir/incomplete/ID/PATH: cache files of interrupted uploads
 	 * that no longer matched their intent (never uploaded). */
 	char *incomplete_dir;
-	pthread_mutex_t lock;
-	pthread_cond_t cond; /* listing fetches done, retry queue changed */
+	pthread_mutex_t lock; /* the shared state only (see the top) */
+	pthread_cond_t cond;  /* with lock: retry queue changed, stop */
 	pthread_t thread;
 	bool running, stop;
 	struct workspace *wss;
@@ -320,8 +339,12 @@ struct wscache {
 	uint64_t listing_bytes;			   /* of every cached listing */
 	uint64_t listing_entries;
 	int early_running; /* early PUT threads alive (earlyput.c) */
-	struct wscache_counters n;
+	struct wscache_counters n; /* atomic: WS_COUNT, __atomic_load_n */
 };
+
+/* Bumps a counter of c->n, whatever lock is held. */
+#define WS_COUNT(c, field, v) \
+	__atomic_add_fetch(&(c)->n.field, (uint64_t)(v), __ATOMIC_RELAXED)
 
 /* --- helpers shared by the files ------------------------------------------*/
 
@@ -340,7 +363,7 @@ void ws_log(const struct workspace *ws, const char *fmt, ...)
 int ws_backend_errno(enum backend_status st);
 void ws_kernel_invalidate(struct workspace *ws, const char *rel);
 
-/* listing.c (c->lock held; dir_load may drop and retake it) */
+/* listing.c (ws->lock held; dir_load may drop and retake it) */
 int dir_load(struct workspace *ws, const char *path, struct wsdir **out);
 struct wsdir *dir_cached(struct workspace *ws, const char *path);
 struct wsentry *dir_find(struct wsdir *d, const char *name);
@@ -363,10 +386,10 @@ void dir_free_all(struct workspace *ws);
 void dir_release(struct workspace *ws);
 /* An open directory handle keeps path's listing from eviction: the
  * chunks of one pass read it. dir_pin returns it (NULL: no memory);
- * dir_unpin may drop and retake c->lock. */
+ * dir_unpin may drop and retake ws->lock. */
 struct wsdir *dir_pin(struct workspace *ws, const char *path);
 void dir_unpin(struct wsdir *d);
-/* Appends the listing cache's stat lines (c->lock not held). */
+/* Appends the listing cache's stat lines (ws->lock not held). */
 void dir_stats(struct wscache *c, FILE *out);
 bool ws_machinery(const struct workspace *ws, const char *dir, const char *name);
 
@@ -379,16 +402,16 @@ struct wsattr {
 	bool type_changed; /* the kernel was last told the other type */
 };
 
-/* workspace_ops.c: names and lookups (c->lock held unless said otherwise) */
+/* workspace_ops.c: names and lookups (ws->lock held unless said otherwise) */
 /* Records that the kernel is told f's (e's) attributes now. */
 void file_shown(struct wsfile *f);
 void entry_shown(struct wsdir *d, struct wsentry *e, struct wsattr *a);
 struct wshandle *ws_handle_of(uint64_t fh); /* NULL: not a file handle */
 /* The cache entry, not the listing, tells f's size. */
 bool file_auth(const struct wsfile *f);
-/* What rel is; may drop and retake c->lock (listing fetch). */
+/* What rel is; may drop and retake ws->lock (listing fetch). */
 int ws_lookup(struct workspace *ws, const char *rel, struct wsattr *a);
-/* The parent of rel is a directory (c->lock may be dropped). */
+/* The parent of rel is a directory (ws->lock may be dropped). */
 int ws_parent_is_dir(struct workspace *ws, const char *rel);
 /* Queues permission bits for the chmod before the next command. */
 int ws_mode_queue(struct workspace *ws, const char *rel, mode_t perm);
@@ -397,42 +420,48 @@ void ws_fill_stat(struct workspace *ws, const char *rel, const struct wsattr *a,
 /* PUT then DELETE of a placeholder inside rel makes the directory. */
 int ws_make_dir_remote(struct workspace *ws, const char *rel);
 void ws_made_dirs_drop(struct workspace *ws, const char *rel);
-/* rel is empty on the server (a fresh listing) and here; c->lock may be
+/* rel is empty on the server (a fresh listing) and here; ws->lock may be
  * dropped. */
 int ws_dir_check_empty(struct workspace *ws, const char *rel);
 
 /* fileio.c: the file helpers the other operations share */
 /* No pending upload of f may land after what the caller does next.
- * f->mx held, c->lock not held. */
+ * f->mx held, ws->lock not held. */
 void file_upload_cancel(struct wsfile *f);
 /* DELETE of rel (a file or a tree); a name already gone counts as
  * deleted. */
 int ws_delete_remote(struct workspace *ws, const char *url, const char *rel,
 		     struct backend_error *err);
-/* Drops a reference taken by an operation (c->lock not held). */
+/* Drops a reference taken by an operation (ws->lock not held). */
 void file_drop_ref(struct wsfile *f);
-/* The cache entry of an existing file, referenced; c->lock held. */
+/* The cache entry of an existing file, referenced; ws->lock held. */
 int file_for(struct workspace *ws, const char *rel, struct wsfile **out);
 
-/* rename.c, c->lock held (dropped while it waits): waits while rel is at
+/* rename.c, ws->lock held (dropped while it waits): waits while rel is at
  * or below a directory that another thread is renaming. */
 void ws_moves_wait(struct workspace *ws, const char *rel);
 /* The same for f's path, which the rename may change while it waits. */
 void file_moves_wait(struct wsfile *f);
 
-/* workspace.c, c->lock held */
+/* workspace.c, ws->lock held */
 struct workspace *ws_find(struct wscache *c, const char *id);
-/* Finds or makes (with url, may be NULL) the workspace of sandbox id. */
+/* ws->lock not held: the first of c->wss; then ws->next, which never
+ * changes (workspaces leave only at wscache_free). */
+struct workspace *ws_first(struct wscache *c);
+/* Finds or makes (with url, may be NULL) the workspace of sandbox id; an
+ * existing one keeps its url (ws_get_lock sets it). */
 struct workspace *ws_get_locked(struct wscache *c, const char *id, const char *url);
+/* ws->lock not held: the same, url set, returned with its ws->lock held. */
+struct workspace *ws_get_lock(struct wscache *c, const char *id, const char *url);
 /* Uploads the dirty files of only (NULL: of every workspace) once; returns
- * how many were not uploaded (c->lock not held). */
+ * how many were not uploaded (ws->lock not held). */
 int ws_flush_all(struct wscache *c, struct workspace *only, uint64_t budget_ms,
 		 bool due_only, char *stuck, size_t stuck_len);
 /* Moves a cache file to base/ID/PATH; nonzero: nothing kept. */
 int rescue_keep(const char *base, const char *id, const char *path,
 		const char *cache_file, char **dir_out);
 
-/* links.c, c->lock held unless said otherwise */
+/* links.c, ws->lock held unless said otherwise */
 /* Whether target, of a link at workspace path, leads out of the
  * workspace: absolute, or climbing above its root. */
 bool link_target_escapes(const char *path, const char *target);
@@ -454,7 +483,7 @@ void links_note(struct workspace *ws, const char *path, const char *target,
 		struct wslinkrec **recs, size_t *nrecs);
 int linkrec_add(struct wslinkrec **v, size_t *n, enum journal_kind kind, const char *path,
 		const char *target);
-/* c->lock not held: */
+/* ws->lock not held: */
 /* Journals the records (not durably) and frees them. */
 void links_journal(struct workspace *ws, struct wslinkrec *v, size_t n);
 /* Makes the queued links in the sandbox through cfg.exec, in batches;
@@ -466,7 +495,7 @@ int ws_link_rename(struct workspace *ws, const char *from, const char *to, bool 
 /* The links a replayed journal holds for sb (wscache_restore). */
 void links_restore(struct wscache *c, const struct journal_sandbox *sb);
 
-/* metadata (modes.c, c->lock held) */
+/* metadata (modes.c, ws->lock held) */
 struct wsmeta *meta_get(struct workspace *ws, const char *path, bool create);
 void meta_drop(struct workspace *ws, const char *path);
 /* Moves the metadata of from (a file or a tree) to to, replacing to's:
@@ -475,7 +504,7 @@ void meta_move(struct workspace *ws, const char *from, const char *to);
 /* The same for a file or a link: its own metadata only, by its name. */
 void meta_move_one(struct workspace *ws, const char *from, const char *to);
 
-/* cache.c (c->lock held unless said otherwise) */
+/* cache.c (ws->lock held unless said otherwise) */
 struct wsfile *file_find(struct workspace *ws, const char *path);
 /* A clean copy fetched before the last command is not the content any
  * more: it is fetched again at its next use. */
@@ -512,12 +541,13 @@ void file_drop_clean(struct wsfile *f); /* forgets a clean, unused copy */
 int cache_reserve(struct wscache *c, struct wsfile *f, uint64_t new_size);
 /* Evicts clean copies nobody uses until they are within max_bytes;
  * called where a file may just have become one (its last reference gone,
- * its upload done). No pointer to a file without a reference may be held
+ * its upload done). held: the workspace whose lock the caller holds (its
+ * copies may go), or NULL. No pointer to a file without a reference may be held
  * across it. */
-void cache_trim(struct wscache *c);
+void cache_trim(struct wscache *c, struct workspace *held);
 /* Evicts every clean copy of ws nobody uses (a retired workspace). */
 void cache_drop_idle(struct workspace *ws);
-/* --- upload retries by due time (due.c), c->lock held ------------------------*/
+/* --- upload retries by due time (due.c), c->lock and f->ws->lock held -------*/
 /* f's pending state, permanence, unlinking or next_try_ms changed. */
 void due_update(struct wsfile *f);
 /* f leaves the heap (it is freed). */
@@ -525,8 +555,8 @@ void due_remove(struct wsfile *f);
 /* The file whose retry is due first, or NULL. */
 struct wsfile *due_first(struct wscache *c);
 
-/* Appends the reserve's health line, if writes are refused (c->lock
- * held). Returns the number of problems. */
+/* Appends the reserve's health line, if writes are refused (takes
+ * c->lock). Returns the number of problems. */
 int cache_health(struct wscache *c, FILE *out);
 void cache_set_dirty(struct wsfile *f, bool dirty);
 void cache_set_state(struct wsfile *f, bool dirty, bool pending);
@@ -534,14 +564,14 @@ void cache_set_state(struct wsfile *f, bool dirty, bool pending);
  * their own while the opener's reads proceed; smaller ones in open. */
 #define WS_STREAM_MIN (1024 * 1024)
 
-/* f->mx held, c->lock not held: */
+/* f->mx held, ws->lock not held: */
 /* Downloads f's content (waits for a download already running first). */
 int cache_fetch(struct wsfile *f);
 /* Starts a download of f (none running, content not present): publishes it
  * as f->fetch and returns it with one reference for the caller besides the
  * download's own; then call cache_fetch_run (or cache_fetch_spawn). */
 int cache_fetch_begin(struct wsfile *f, struct wsfetch **out);
-/* c->lock not held, f->mx need not be held: */
+/* ws->lock not held, f->mx need not be held: */
 /* Runs the download to its end; returns 0 or -errno. Drops the download's
  * reference. */
 int cache_fetch_run(struct wsfetch *fe);
@@ -553,7 +583,7 @@ bool cache_fetch_spawn(struct wsfetch *fe);
 int cache_fetch_wait(struct wsfetch *fe, uint64_t end);
 /* Waits until no download runs into f's cache file: 0 or -EINTR. */
 int cache_fetch_idle(struct wsfile *f);
-/* Drops a reference (c->lock held). */
+/* Drops a reference (ws->lock held). */
 void cache_fetch_put(struct wsfetch *fe);
 /* Stops running downloads and joins their threads (unmount): when it
  * returns, no download thread is left. */
@@ -562,7 +592,7 @@ int cache_truncate(struct wsfile *f, uint64_t size);
 /* Keeps the running crc after n bytes written at off, or drops it. */
 void cache_crc_write(struct wsfile *f, const void *buf, size_t n, uint64_t off);
 
-/* upload.c: f->mx held, c->lock not held */
+/* upload.c: f->mx held, ws->lock not held */
 /* Who waits for an upload; decides when it is made durable (upload.c). */
 enum upload_caller {
 	/* close/fsync/truncate(2), which return the PUT's outcome: durable
@@ -581,7 +611,7 @@ int upload_locked(struct wsfile *f, enum upload_caller who);
  * non-durable intent durable. f->mx held. */
 int upload_intent_locked(struct wsfile *f);
 /* earlyput.c: the early PUT of a file written in order from offset 0.
- * f->mx held, c->lock not held, unless said otherwise. */
+ * f->mx held, ws->lock not held, unless said otherwise. */
 /* Files smaller than this at their close are never streamed. */
 #define WS_EARLY_MIN (1024 * 1024)
 /* At most this many early PUTs run at once per mount. */
@@ -603,9 +633,9 @@ bool earlyput_ready(struct wsfile *f, uint64_t size);
  * 2xx after every one of the size bytes. */
 enum backend_status earlyput_finish(struct wsfile *f, uint64_t size,
 				    struct backend_error *err);
-/* A directory rename (c->lock held): abandons the early PUTs of files
+/* A directory rename (ws->lock held): abandons the early PUTs of files
  * below dir; true while one of their threads still runs (they end on
- * c->cond). */
+ * ws->cond). */
 bool earlyput_stop_under(struct workspace *ws, const char *dir);
 /* The path f's early PUT goes to ("" when none). */
 const char *earlyput_path(const struct wsfile *f);
@@ -613,7 +643,7 @@ const char *earlyput_path(const struct wsfile *f);
 void earlyput_reap_all(struct wscache *c);
 
 void upload_supersede(struct wscache *c, const char *sandbox, uint64_t id, bool durable);
-void upload_schedule(struct wsfile *f, int err); /* c->lock held */
+void upload_schedule(struct wsfile *f, int err); /* ws->lock held */
 void *upload_thread(void *arg);
 
 #endif

@@ -14,14 +14,14 @@
 
 #include "workspace_i.h"
 
-/* Records that the kernel is told f's attributes now (c->lock held). */
+/* Records that the kernel is told f's attributes now (ws->lock held). */
 void file_shown(struct wsfile *f)
 {
 	f->shown_ms = common_now_ms();
 	f->shown_once = true;
 }
 
-/* Records that the kernel is told e's attributes now (c->lock held). */
+/* Records that the kernel is told e's attributes now (ws->lock held). */
 void entry_shown(struct wsdir *d, struct wsentry *e, struct wsattr *a)
 {
 	if (a && e->shown_once &&
@@ -53,7 +53,7 @@ bool file_auth(const struct wsfile *f)
 		(f->epoch == f->ws->epoch || !f->remote_exists));
 }
 
-/* c->lock held; may drop and retake it (listing fetch). */
+/* ws->lock held; may drop and retake it (listing fetch). */
 int ws_lookup(struct workspace *ws, const char *rel, struct wsattr *a)
 {
 	memset(a, 0, sizeof(*a));
@@ -81,7 +81,7 @@ int ws_lookup(struct workspace *ws, const char *rel, struct wsattr *a)
 	if (!e) {
 		if (f)
 			file_detach(f); /* gone on the server; open handles keep it */
-		ws->c->n.negative_hits++;
+		WS_COUNT(ws->c, negative_hits, 1);
 		return -ENOENT;
 	}
 	a->is_dir = e->is_dir;
@@ -107,7 +107,7 @@ live:
 	return 0;
 }
 
-/* The parent of rel is a directory (c->lock held, may be dropped). */
+/* The parent of rel is a directory (ws->lock held, may be dropped). */
 int ws_parent_is_dir(struct workspace *ws, const char *rel)
 {
 	const char *name;
@@ -123,7 +123,7 @@ int ws_parent_is_dir(struct workspace *ws, const char *rel)
 }
 
 /* Records permission bits to apply in the sandbox with chmod before the
- * next command (workspace_before_command); c->lock held. */
+ * next command (workspace_before_command); ws->lock held. */
 int ws_mode_queue(struct workspace *ws, const char *rel, mode_t perm)
 {
 	struct wsmeta *m = meta_get(ws, rel, true);
@@ -188,14 +188,14 @@ int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st, ui
 	if (h) {
 		struct wsfile *f = h->f;
 		c = f->ws->c;
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&ws->lock);
 		/* Content not (yet) here, downloading or after a failed
 		 * download: the listing tells the size, never the part in the
 		 * cache file. */
 		bool by_name = f->path && !f->present && !f->dirty && !f->pending;
 		if (!by_name) {
 			fill_file_stat(f, st);
-			pthread_mutex_unlock(&c->lock);
+			pthread_mutex_unlock(&ws->lock);
 			return 0;
 		}
 		char *path = strdup(f->path);
@@ -203,19 +203,19 @@ int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st, ui
 		int rc = path ? ws_lookup(f->ws, path, &a) : -ENOMEM;
 		if (rc == 0)
 			ws_fill_stat(f->ws, path, &a, st);
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		free(path);
 		return rc;
 	}
 	int rc = ws_check(ws, rel);
 	if (rc < 0)
 		return rc;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	struct wsattr a;
 	rc = ws_lookup(ws, rel, &a); /* ws_check hid the machinery already */
 	if (rc == 0)
 		ws_fill_stat(ws, rel, &a, st);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	/* A command turned a file the kernel holds into a directory (or the
 	 * reverse): the kernel would call its inode bad and answer EIO.
 	 * ESTALE makes it look the path up again (once: the type is now
@@ -234,8 +234,7 @@ int workspace_unlink(struct workspace *ws, const char *rel)
 		return rc;
 	if (!rel[0])
 		return -EISDIR;
-	struct wscache *c = ws->c;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	ws_moves_wait(ws, rel);
 	struct wsattr a;
 	rc = ws_lookup(ws, rel, &a);
@@ -243,37 +242,37 @@ int workspace_unlink(struct workspace *ws, const char *rel)
 	if (rc == 0 && a.is_dir)
 		rc = -EISDIR;
 	if (rc == 0 && a.is_link) {
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&ws->lock);
 		return ws_link_unlink(ws, rel); /* by a command, never a DELETE */
 	}
 	if (rc == 0 && f)
 		rc = file_ref(f);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (rc < 0)
 		return rc;
 
 	if (f)
 		pthread_mutex_lock(&f->mx);
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	/* Renamed meanwhile (a directory above it moved): not here now. */
 	if (f && (!f->path || strcmp(f->path, rel) != 0))
 		rc = -ENOENT;
 	char *url = ws->url ? strdup(ws->url) : NULL;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (f && rc == 0)
 		file_upload_cancel(f);
 	struct backend_error err;
 	if (rc == 0)
 		rc = ws_delete_remote(ws, url, rel, &err);
 	free(url);
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	if (rc == 0) {
 		if (f)
 			file_detach(f);
 		dir_remove(ws, rel);
 		meta_drop(ws, rel);
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (f) {
 		pthread_mutex_unlock(&f->mx);
 		file_drop_ref(f);
@@ -286,9 +285,9 @@ int ws_make_dir_remote(struct workspace *ws, const char *rel)
 {
 	struct wscache *c = ws->c;
 	char *ph = ws_join(rel, WS_PLACEHOLDER);
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	char *url = ws->url ? strdup(ws->url) : NULL;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	int rc = 0;
 	if (!ph || !url || fd < 0) {
@@ -342,18 +341,18 @@ int workspace_mkdir(struct workspace *ws, const char *rel, mode_t mode)
 	if (!rel[0])
 		return -EEXIST;
 	struct wscache *c = ws->c;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	ws_moves_wait(ws, rel);
 	struct wsattr a;
 	rc = ws_lookup(ws, rel, &a);
 	if (rc == -ENOENT) {
 		int prc = ws_parent_is_dir(ws, rel);
 		if (prc < 0) {
-			pthread_mutex_unlock(&c->lock);
+			pthread_mutex_unlock(&ws->lock);
 			return prc;
 		}
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (rc == 0)
 		return -EEXIST;
 	if (rc != -ENOENT)
@@ -361,14 +360,14 @@ int workspace_mkdir(struct workspace *ws, const char *rel, mode_t mode)
 	rc = ws_make_dir_remote(ws, rel);
 	if (rc < 0)
 		return rc;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	made_dirs_add(ws, rel);
 	dir_upsert(ws, rel, 0, true, NULL);
 	dir_set_empty(ws, rel);
 	meta_drop(ws, rel);
 	if ((mode & 07777) != WS_DIR_MODE && c->cfg.exec)
 		(void)ws_mode_queue(ws, rel, mode & 07777);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	return 0;
 }
 
@@ -382,7 +381,7 @@ static bool local_files_under(struct workspace *ws, const char *rel)
 }
 
 /* rel is empty on the server, by a fresh listing (DELETE removes a whole
- * tree, so a cached one will not do), and here. c->lock held, may be
+ * tree, so a cached one will not do), and here. ws->lock held, may be
  * dropped. */
 int ws_dir_check_empty(struct workspace *ws, const char *rel)
 {
@@ -401,8 +400,7 @@ int workspace_rmdir(struct workspace *ws, const char *rel)
 		return rc;
 	if (!rel[0])
 		return -EBUSY;
-	struct wscache *c = ws->c;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	ws_moves_wait(ws, rel);
 	struct wsattr a;
 	rc = ws_lookup(ws, rel, &a);
@@ -413,7 +411,7 @@ int workspace_rmdir(struct workspace *ws, const char *rel)
 	if (rc == 0)
 		rc = ws_dir_check_empty(ws, rel);
 	char *url = ws->url ? strdup(ws->url) : NULL;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (rc < 0) {
 		free(url);
 		return rc;
@@ -423,12 +421,12 @@ int workspace_rmdir(struct workspace *ws, const char *rel)
 	free(url);
 	if (rc < 0)
 		return rc;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	dir_remove(ws, rel);
 	dir_drop(ws, rel);
 	ws_made_dirs_drop(ws, rel);
 	meta_drop(ws, rel);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	return 0;
 }
 
@@ -440,7 +438,7 @@ int workspace_chmod(struct workspace *ws, const char *rel, mode_t mode)
 	if (rc < 0)
 		return rc;
 	struct wscache *c = ws->c;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	struct wsattr a;
 	rc = ws_lookup(ws, rel, &a);
 	if (rc == 0) {
@@ -455,7 +453,7 @@ int workspace_chmod(struct workspace *ws, const char *rel, mode_t mode)
 			rc = ws_mode_queue(ws, rel, perm);
 		}
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	return rc;
 }
 
@@ -465,10 +463,10 @@ int workspace_chown(struct workspace *ws, const char *rel, uid_t uid, gid_t gid)
 	if (rc < 0)
 		return rc;
 	struct wscache *c = ws->c;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	struct wsattr a;
 	rc = ws_lookup(ws, rel, &a);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	if (rc < 0)
 		return rc;
 	if ((uid != (uid_t)-1 && uid != c->cfg.uid) ||
@@ -482,8 +480,7 @@ int workspace_utimens(struct workspace *ws, const char *rel, const struct timesp
 	int rc = ws_check(ws, rel);
 	if (rc < 0)
 		return rc;
-	struct wscache *c = ws->c;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&ws->lock);
 	struct wsattr a;
 	rc = ws_lookup(ws, rel, &a);
 	if (rc == 0) {
@@ -513,7 +510,7 @@ int workspace_utimens(struct workspace *ws, const char *rel, const struct timesp
 			m->mtime = mt;
 		}
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ws->lock);
 	return rc;
 }
 
