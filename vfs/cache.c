@@ -396,9 +396,9 @@ void cache_drop_idle(struct workspace *ws)
  * go only if its lock is free now (trylock: c->lock is held), else they
  * are skipped, to go at a later trim. The evicted files are unhooked and
  * put on *gone, for file_dispose once c->lock is released. Returns the
- * bytes that went. */
+ * bytes that went; *busy (if given) says whether some were skipped. */
 static uint64_t evict_idle(struct wscache *c, struct workspace *held, bool trim,
-			   uint64_t need, struct wsfile **gone)
+			   uint64_t need, struct wsfile **gone, bool *busy)
 {
 	uint64_t freed = 0;
 	struct wsfile *v = c->idle_head;
@@ -414,6 +414,8 @@ static uint64_t evict_idle(struct wscache *c, struct workspace *held, bool trim,
 			*gone = v;
 			if (vws != held)
 				pthread_mutex_unlock(&vws->lock);
+		} else if (busy) {
+			*busy = true;
 		}
 		v = next;
 	}
@@ -434,7 +436,7 @@ void cache_trim(struct wscache *c, struct workspace *held)
 	struct wsfile *gone = NULL;
 	pthread_mutex_lock(&c->lock);
 	if (c->idle_bytes > c->cfg.max_bytes)
-		evict_idle(c, held, true, 0, &gone);
+		evict_idle(c, held, true, 0, &gone, NULL);
 	pthread_mutex_unlock(&c->lock);
 	dispose_all(gone);
 }
@@ -444,6 +446,7 @@ void cache_trim(struct wscache *c, struct workspace *held)
  * the edge, where it decides. */
 #define ROOM_TTL_MS 200
 #define ROOM_EDGE   (64LL << 20)
+#define ROOM_BUSY_TRIES 100
 
 #define MIB(n) ((double)(n) / (1 << 20))
 
@@ -478,16 +481,26 @@ static int room_take(struct wscache *c, struct wsfile *f, uint64_t need)
 	uint64_t now = common_now_ms();
 	if (!c->room_ms || now - c->room_ms >= ROOM_TTL_MS || c->room < want + ROOM_EDGE)
 		room_measure(c, now);
-	if (c->room < want && c->idle_head &&
-	    c->room + (int64_t)c->idle_bytes >= want) {
-		/* Clean copies nobody uses make room, however far within
-		 * max_bytes the cache is (none goes in vain). */
+	/* Clean copies nobody uses make room, however far within max_bytes
+	 * the cache is (none goes in vain). A copy of a workspace whose lock
+	 * another thread holds this instant is skipped; such locks are held
+	 * briefly (never across a request), so it is tried again for up to
+	 * ROOM_BUSY_TRIES ms before the write is refused. */
+	for (int tries = 0;
+	     c->room < want && c->idle_head && c->room + (int64_t)c->idle_bytes >= want &&
+	     tries < ROOM_BUSY_TRIES;
+	     tries++) {
 		struct wsfile *gone = NULL;
-		evict_idle(c, f->ws, false, (uint64_t)(want - c->room), &gone);
+		bool busy = false;
+		evict_idle(c, f->ws, false, (uint64_t)(want - c->room), &gone, &busy);
 		pthread_mutex_unlock(&c->lock);
 		dispose_all(gone); /* their space is free once they are gone */
+		if (busy)
+			usleep(1000);
 		pthread_mutex_lock(&c->lock);
-		room_measure(c, now);
+		room_measure(c, common_now_ms());
+		if (!busy)
+			break;
 	}
 	if (c->room < want) {
 		WS_COUNT(c, enospc, 1);
