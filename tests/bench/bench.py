@@ -664,19 +664,14 @@ class Bench:
 
         expect = tops * subdirs * (per_dir + 1) + tops + 1
 
-        def sfs_find(rep):
-            t = now()
-            out = sh(["find", str(self.mws / f"t{rep}")])
-            t = now() - t
-            assert out.count("\n") == expect, (out.count("\n"), expect)
-            return t
-
-        def ssh_find(rep):
-            t = now()
-            out = sh(["find", str(self.smnt / f"t{rep}")])
-            t = now() - t
-            assert out.count("\n") == expect
-            return t
+        def find_in(root):
+            def fn(rep):
+                t = now()
+                out = sh(["find", str(root / f"t{rep}")])
+                t = now() - t
+                assert out.count("\n") == expect, (out.count("\n"), expect)
+                return t
+            return fn
 
         def direct_walk(rep):
             us, extra = self.direct("walk", f"t{rep}")
@@ -689,17 +684,10 @@ class Bench:
                 make_tree(self.sroot, f"t{rep}")
             self.ctl()
 
-        def local_find(rep):
-            t = now()
-            out = sh(["find", str(self.local / f"t{rep}")])
-            t = now() - t
-            assert out.count("\n") == expect
-            return t
-
-        fvars = [("sandboxfs", sfs_find), ("direct", direct_walk)]
+        fvars = [("sandboxfs", find_in(self.mws)), ("direct", direct_walk)]
         if self.ssh:
-            fvars.append(("sshfs", ssh_find))
-        fvars.append(("local disk", local_find))
+            fvars.append(("sshfs", find_in(self.smnt)))
+        fvars.append(("local disk", find_in(self.local)))
         self.hwm_reset()
         s = self.measure(fvars, setup=setup_tree)
         self.row(f"find over {tops * subdirs * per_dir} files", s, "ms", rss=self.hwm_mib(),

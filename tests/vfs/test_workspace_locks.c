@@ -8,6 +8,7 @@
  */
 #include <pthread.h>
 
+#include "common/clock.h"
 #include "wstest.h"
 
 static struct srv S;
@@ -54,13 +55,6 @@ static void *reader(void *arg)
 	return NULL;
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 int main(int argc, char **argv)
 {
 	B = wstest_begin(argc, argv, &S, true);
@@ -100,7 +94,7 @@ int main(int argc, char **argv)
 	CHECK(wait_for(is_hooked, NULL, 10000));
 
 	/* A's lock is held for LINGER_MS: B answers meanwhile. */
-	uint64_t t0 = now_ms();
+	uint64_t t0 = common_now_ms();
 	CHECK_EQ(workspace_getattr(b, "small.txt", &st, 0), 0);
 	CHECK_EQ(st.st_size, 6);
 	CHECK_EQ(workspace_getattr(b, "missing", &st, 0), -ENOENT);
@@ -108,7 +102,7 @@ int main(int argc, char **argv)
 	CHECK_EQ(workspace_readdir(b, "", &nm, names_fill, 0, 0, false), 0);
 	CHECK(names_has(&nm, "small.txt") && names_has(&nm, "big.bin"));
 	names_clear(&nm);
-	uint64_t took = now_ms() - t0;
+	uint64_t took = common_now_ms() - t0;
 	bool still = __atomic_load_n(&hooked, __ATOMIC_SEQ_CST) == 1;
 	if (took >= LINGER_MS / 2 || !still)
 		fprintf(stderr, "  B waited %llu ms for A's lock\n", (unsigned long long)took);
