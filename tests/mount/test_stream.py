@@ -33,19 +33,17 @@ def hidden_left(url):
 
 def test_head_gets_the_first_lines_before_the_command_ends(sandbox, orch):
     d = sandbox
-    w = start(d, "for i in $(seq 1 16); do echo line $i; sleep 0.5; done")
+    w = start(d, "for i in 1 2 3 4 5 6 7 8; do echo line $i; sleep 0.5; done")
     try:
-        t0 = time.monotonic()
         p = sh(f"head -n 2 {d}/stdout", timeout=20)
-        took = time.monotonic() - t0
         assert p.returncode == 0 and p.stdout == "line 1\nline 2\n"
+        # before the command's 4 s were over
         assert w.poll() is None, "the command had already ended"
         assert mount.read(d / "status") == "running\n"
-        assert took < 6, took  # of the command's 8 s
     finally:
         assert w.wait(20) == 0
     # once it ended, cat returns everything and the run keeps it
-    assert mount.read(d / "stdout") == "".join(f"line {i}\n" for i in range(1, 17))
+    assert mount.read(d / "stdout") == "".join(f"line {i}\n" for i in range(1, 9))
     assert mount.read(d / "runs" / "1" / "stdout") == mount.read(d / "stdout")
     assert hidden_left(sandbox_url(orch, "sbx1")) == []
 
