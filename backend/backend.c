@@ -254,9 +254,9 @@ void backend_free(struct backend *b)
 	free(b);
 }
 
-static uint64_t load(const uint64_t *p)
+static uint64_t load(const atomic_uint_fast64_t *p)
 {
-	return __atomic_load_n(p, __ATOMIC_RELAXED);
+	return atomic_load_explicit(p, memory_order_relaxed);
 }
 
 /* The upper edge of bucket i in microseconds: 2^((i+1)/4). */

@@ -7,6 +7,7 @@
 
 #include <curl/curl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "backend.h"
 
@@ -47,13 +48,13 @@ struct backend {
 	size_t nidle;
 
 	/* Statistics: plain counters updated with relaxed atomics. */
-	uint64_t requests[BACKEND_NOPS];
-	uint64_t errors;
-	uint64_t bytes_sent;
-	uint64_t bytes_received;
-	uint64_t connections_opened;
-	uint64_t names_dropped;
-	uint64_t latency[BACKEND_LAT_BUCKETS];
+	atomic_uint_fast64_t requests[BACKEND_NOPS];
+	atomic_uint_fast64_t errors;
+	atomic_uint_fast64_t bytes_sent;
+	atomic_uint_fast64_t bytes_received;
+	atomic_uint_fast64_t connections_opened;
+	atomic_uint_fast64_t names_dropped;
+	atomic_uint_fast64_t latency[BACKEND_LAT_BUCKETS];
 };
 
 /* One HTTP request, described by the caller of backend_http. */
@@ -164,9 +165,9 @@ bool backend_url_is_unix(const char *url);
 int backend_unix_url_parse(const char *url, char **curl_url, char **socket_path);
 
 /* Relaxed atomic add, for counters read by backend_get_stats. */
-static inline void backend_add(uint64_t *p, uint64_t n)
+static inline void backend_add(atomic_uint_fast64_t *p, uint64_t n)
 {
-	__atomic_fetch_add(p, n, __ATOMIC_RELAXED);
+	atomic_fetch_add_explicit(p, n, memory_order_relaxed);
 }
 
 #endif

@@ -209,7 +209,7 @@ struct wsfile *file_supersede(struct wsfile *f)
 void file_closed(struct wsfile *f)
 {
 	/* The next open may stream again (read without ws->lock by writes). */
-	__atomic_store_n(&f->early_tried, false, __ATOMIC_RELAXED);
+	atomic_store_explicit(&f->early_tried, false, memory_order_relaxed);
 	if (f->version_of) {
 		free(f->version_of);
 		f->version_of = NULL;
@@ -467,7 +467,7 @@ static void room_measure(struct wscache *c, uint64_t now)
 	c->reserve_bytes = total / 100 * c->cfg.reserve_percent;
 	/* Downloads running write what they reserved as it comes: the part
 	 * still to come is taken already. */
-	uint64_t written = __atomic_load_n(&c->fetch_written, __ATOMIC_SEQ_CST);
+	uint64_t written = atomic_load(&c->fetch_written);
 	uint64_t owed = c->fetch_expect > written ? c->fetch_expect - written : 0;
 	c->room = (int64_t)avail - (int64_t)c->reserve_bytes - (int64_t)owed;
 }
@@ -618,7 +618,7 @@ void cache_crc_write(struct wsfile *f, const void *buf, size_t n, uint64_t off)
 
 void cache_stats(struct wscache *c, FILE *out)
 {
-	uint64_t versions = __atomic_load_n(&c->n.versions, __ATOMIC_RELAXED);
+	uint64_t versions = atomic_load_explicit(&c->n.versions, memory_order_relaxed);
 	fprintf(out, "cache_versions %" PRIu64 "\n", versions);
 	dir_stats(c, out);
 }

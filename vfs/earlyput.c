@@ -85,7 +85,7 @@ static bool early_alive(void *ctx)
 	pthread_mutex_lock(&e->mx);
 	bool stop = e->stop;
 	pthread_mutex_unlock(&e->mx);
-	return !stop && !__atomic_load_n(&e->c->fetch_stop, __ATOMIC_SEQ_CST);
+	return !stop && !atomic_load(&e->c->fetch_stop);
 }
 
 /* The body: what the writer has written, as it lands; 0 once the close
@@ -96,7 +96,7 @@ static long early_read(void *ctx, char *buf, size_t len)
 	uint64_t idle_from = common_now_ms();
 	pthread_mutex_lock(&e->mx);
 	for (;;) {
-		if (e->stop || __atomic_load_n(&e->c->fetch_stop, __ATOMIC_SEQ_CST)) {
+		if (e->stop || atomic_load(&e->c->fetch_stop)) {
 			pthread_mutex_unlock(&e->mx);
 			return -1;
 		}
@@ -127,7 +127,8 @@ static long early_read(void *ctx, char *buf, size_t len)
 	pthread_mutex_lock(&e->mx);
 	e->sent += (uint64_t)got;
 	pthread_mutex_unlock(&e->mx);
-	__atomic_add_fetch(&e->c->n.early_put_bytes, (uint64_t)got, __ATOMIC_RELAXED);
+	atomic_fetch_add_explicit(&e->c->n.early_put_bytes, (uint64_t)got,
+				  memory_order_relaxed);
 	return (long)got;
 }
 
@@ -224,13 +225,12 @@ static void early_start(struct wsfile *f, uint64_t size)
 	pthread_mutex_lock(&ws->lock);
 	bool ok = !f->early_tried && c->cfg.backend && ws->url && !ws->gone &&
 		  !ws->no_chunked && !ws->moves && f->path && !f->unlinked &&
-		  !f->pending && f->fd >= 0 &&
-		  !__atomic_load_n(&c->fetch_stop, __ATOMIC_SEQ_CST) &&
+		  !f->pending && f->fd >= 0 && !atomic_load(&c->fetch_stop) &&
 		  early_slot_take(c);
 	bool slot = ok;
 	if (ok) {
 		/* Whatever happens now, not again until the file is closed. */
-		__atomic_store_n(&f->early_tried, true, __ATOMIC_RELAXED);
+		atomic_store_explicit(&f->early_tried, true, memory_order_relaxed);
 		e = calloc(1, sizeof(*e));
 		ok = e != NULL;
 	}
@@ -295,7 +295,7 @@ void earlyput_wrote(struct wsfile *f, uint64_t size)
 	/* A racy look first (the flag is ws->lock's): after the first start,
 	 * writes do not take the lock again for it. */
 	if (in_order && size >= WS_EARLY_MIN &&
-	    !__atomic_load_n(&f->early_tried, __ATOMIC_RELAXED))
+	    !atomic_load_explicit(&f->early_tried, memory_order_relaxed))
 		early_start(f, size);
 }
 

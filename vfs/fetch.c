@@ -89,7 +89,7 @@ int cache_fetch_begin(struct wsfile *f, struct wsfetch **out)
 	fe->f = f;
 	fe->epoch = ws->epoch;
 	fe->refs = 2;
-	__atomic_store_n(&f->fetch, fe, __ATOMIC_SEQ_CST);
+	atomic_store(&f->fetch, fe);
 	pthread_mutex_unlock(&ws->lock);
 	*out = fe;
 	return 0;
@@ -102,17 +102,16 @@ static bool fetch_progress(void *ctx, uint64_t written)
 	struct workspace *ws = fe->f->ws;
 	struct wscache *c = ws->c;
 	if (written > fe->counted) { /* only this thread writes counted */
-		__atomic_add_fetch(&c->fetch_written, written - fe->counted,
-				   __ATOMIC_SEQ_CST);
+		atomic_fetch_add(&c->fetch_written, written - fe->counted);
 		fe->counted = written;
 	}
-	__atomic_store_n(&fe->avail, written, __ATOMIC_SEQ_CST);
+	atomic_store(&fe->avail, written);
 	/* A reader sets wake_at before it looks at avail again (seq_cst both
 	 * ways): either it sees the new avail, or this sees its wake_at. The
 	 * readers wake once their bytes are there, not at every piece. */
-	if (written >= __atomic_load_n(&fe->wake_at, __ATOMIC_SEQ_CST)) {
+	if (written >= atomic_load(&fe->wake_at)) {
 		pthread_mutex_lock(&ws->lock);
-		__atomic_store_n(&fe->wake_at, UINT64_MAX, __ATOMIC_SEQ_CST);
+		atomic_store(&fe->wake_at, UINT64_MAX);
 		pthread_cond_broadcast(&fe->cond);
 		pthread_mutex_unlock(&ws->lock);
 	}
@@ -121,7 +120,7 @@ static bool fetch_progress(void *ctx, uint64_t written)
 	 * download too. */
 	if (c->cfg.exited && c->cfg.exited(c->cfg.kernel_ctx))
 		return false;
-	return !__atomic_load_n(&c->fetch_stop, __ATOMIC_SEQ_CST);
+	return !atomic_load(&c->fetch_stop);
 }
 
 int cache_fetch_run(struct wsfetch *fe)
@@ -137,7 +136,7 @@ int cache_fetch_run(struct wsfetch *fe)
 	    backend_file_get_progress(c->cfg.backend, fe->url, fe->path, fd,
 				      fe->size_known ? fe->expect : BACKEND_SIZE_UNKNOWN,
 				      fetch_progress, fe, &got, &err);
-	bool stopping = __atomic_load_n(&c->fetch_stop, __ATOMIC_SEQ_CST);
+	bool stopping = atomic_load(&c->fetch_stop);
 	int rc = st == BACKEND_OK ? 0 : -ws_backend_errno(st);
 	if (rc < 0) {
 		if (st != BACKEND_NOT_FOUND && !stopping)
@@ -147,7 +146,7 @@ int cache_fetch_run(struct wsfetch *fe)
 		 * part goes before another download may start (f->fetch). */
 		pthread_mutex_lock(&ws->lock);
 		fe->err = rc;
-		__atomic_store_n(&fe->done, true, __ATOMIC_SEQ_CST);
+		atomic_store(&fe->done, true);
 		pthread_cond_broadcast(&fe->cond);
 		pthread_mutex_unlock(&ws->lock);
 		if (ftruncate(fd, 0) < 0)
@@ -165,7 +164,7 @@ int cache_fetch_run(struct wsfetch *fe)
 	/* What it wrote is on the disk now, or gone with a failure. */
 	pthread_mutex_lock(&c->lock);
 	c->fetch_expect -= fe->expect;
-	__atomic_sub_fetch(&c->fetch_written, fe->counted, __ATOMIC_SEQ_CST);
+	atomic_fetch_sub(&c->fetch_written, fe->counted);
 	if (rc == 0 && got > fe->expect)
 		c->room -= (int64_t)(got - fe->expect); /* grew since the listing */
 	pthread_mutex_unlock(&c->lock);
@@ -188,9 +187,9 @@ int cache_fetch_run(struct wsfetch *fe)
 			dir_remove(ws, fe->path);
 	}
 	fe->err = rc;
-	__atomic_store_n(&fe->done, true, __ATOMIC_SEQ_CST);
+	atomic_store(&fe->done, true);
 	pthread_cond_broadcast(&fe->cond);
-	__atomic_store_n(&f->fetch, NULL, __ATOMIC_SEQ_CST);
+	atomic_store(&f->fetch, NULL);
 	cache_fetch_put(fe);
 	file_unref(f);
 	cache_trim(c, ws); /* read by nobody any more, it may be the first to go */
@@ -264,7 +263,7 @@ bool cache_fetch_spawn(struct wsfetch *fe)
 	 * finds it in the list and joins it. */
 	pthread_mutex_lock(&c->lock);
 	int rc = EAGAIN;
-	if (!__atomic_load_n(&c->fetch_stop, __ATOMIC_SEQ_CST))
+	if (!atomic_load(&c->fetch_stop))
 		rc = pthread_create(&w->tid, NULL, fetch_thread, w);
 	if (rc == 0) {
 		w->next = c->fetch_workers;
@@ -294,9 +293,9 @@ static bool interrupted_wait(struct wsfetch *fe, struct workspace *ws)
 
 int cache_fetch_wait(struct wsfetch *fe, uint64_t end)
 {
-	if (__atomic_load_n(&fe->done, __ATOMIC_SEQ_CST))
+	if (atomic_load(&fe->done))
 		return fe->err;
-	if (__atomic_load_n(&fe->avail, __ATOMIC_SEQ_CST) >= end)
+	if (atomic_load(&fe->avail) >= end)
 		return 0;
 	struct workspace *ws = fe->f->ws;
 	int rc = 0;
@@ -304,11 +303,11 @@ int cache_fetch_wait(struct wsfetch *fe, uint64_t end)
 	/* No bound of its own: the backend ends a download that stalls
 	 * (stall_seconds) or cannot connect; an interrupt ends the wait. */
 	for (;;) {
-		if (__atomic_load_n(&fe->done, __ATOMIC_SEQ_CST))
+		if (atomic_load(&fe->done))
 			break;
-		if (__atomic_load_n(&fe->wake_at, __ATOMIC_SEQ_CST) > end)
-			__atomic_store_n(&fe->wake_at, end, __ATOMIC_SEQ_CST);
-		if (__atomic_load_n(&fe->avail, __ATOMIC_SEQ_CST) >= end)
+		if (atomic_load(&fe->wake_at) > end)
+			atomic_store(&fe->wake_at, end);
+		if (atomic_load(&fe->avail) >= end)
 			break;
 		if (interrupted_wait(fe, ws)) {
 			rc = -EINTR;
@@ -363,7 +362,7 @@ int cache_fetch(struct wsfile *f)
 
 void cache_fetch_stop_all(struct wscache *c)
 {
-	__atomic_store_n(&c->fetch_stop, true, __ATOMIC_SEQ_CST);
+	atomic_store(&c->fetch_stop, true);
 	/* Bounded by the backend: the next piece of body stops a download,
 	 * and one that stalls fails after stall_seconds. No new thread is
 	 * started once fetch_stop is set. */

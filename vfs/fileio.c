@@ -117,8 +117,7 @@ static int content_open(struct wsfile *f, struct wsfetch **fe, bool *fetched)
 	for (;;) {
 		pthread_mutex_lock(&ws->lock);
 		struct wsfetch *cur = f->fetch;
-		if (cur && cur->epoch == ws->epoch &&
-		    !__atomic_load_n(&cur->done, __ATOMIC_SEQ_CST)) {
+		if (cur && cur->epoch == ws->epoch && !atomic_load(&cur->done)) {
 			/* One download per file: read through the running one. */
 			cur->refs++;
 			pthread_mutex_unlock(&ws->lock);
@@ -318,8 +317,8 @@ int workspace_read(uint64_t fh, char *buf, size_t size, off_t off)
 		/* Content fetched again into this same cache file (a descriptor
 		 * that may write keeps one copy, see file_needs_version): the
 		 * new content is read as it arrives, never a half of it. */
-		if (!refill && (!fe || __atomic_load_n(&fe->done, __ATOMIC_SEQ_CST)) &&
-		    __atomic_load_n(&f->fetch, __ATOMIC_SEQ_CST)) {
+		if (!refill && (!fe || atomic_load(&fe->done)) &&
+		    atomic_load(&f->fetch)) {
 			pthread_mutex_lock(&ws->lock);
 			refill = f->fetch != fe ? f->fetch : NULL;
 			if (refill)
@@ -353,7 +352,7 @@ int workspace_read(uint64_t fh, char *buf, size_t size, off_t off)
 			break;
 		}
 		/* Cut short with no download known: one began meanwhile? */
-		if (!__atomic_load_n(&f->fetch, __ATOMIC_SEQ_CST))
+		if (!atomic_load(&f->fetch))
 			break;
 	}
 	if (refill) {

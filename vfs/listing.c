@@ -693,7 +693,8 @@ void dir_stats(struct wscache *c, FILE *out)
 {
 	pthread_mutex_lock(&c->lock);
 	uint64_t bytes = c->listing_bytes, entries = c->listing_entries;
-	uint64_t evictions = __atomic_load_n(&c->n.listing_evictions, __ATOMIC_RELAXED);
+	uint64_t evictions =
+	    atomic_load_explicit(&c->n.listing_evictions, memory_order_relaxed);
 	pthread_mutex_unlock(&c->lock);
 	fprintf(out,
 		"listing_entries %" PRIu64 "\n"

@@ -445,18 +445,21 @@ void wscache_stats(struct wscache *c, FILE *out)
 	if (!c)
 		return;
 	struct wscache_counters n;
-	/* every counter is a uint64_t, bumped atomically */
-	const uint64_t *from = (const uint64_t *)&c->n;
-	uint64_t *to = (uint64_t *)&n;
-	for (size_t i = 0; i < sizeof(n) / sizeof(uint64_t); i++)
-		to[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+	/* every member is an atomic_uint_fast64_t: a snapshot, one by one */
+	_Static_assert(sizeof(n) % sizeof(atomic_uint_fast64_t) == 0,
+		       "wscache_counters holds counters only");
+	const atomic_uint_fast64_t *from = (const atomic_uint_fast64_t *)&c->n;
+	atomic_uint_fast64_t *to = (atomic_uint_fast64_t *)&n;
+	for (size_t i = 0; i < sizeof(n) / sizeof(*to); i++)
+		atomic_init(&to[i], atomic_load_explicit(&from[i], memory_order_relaxed));
 	pthread_mutex_lock(&c->lock);
 	uint64_t bytes = c->bytes, dirty = c->dirty_bytes;
 	uint64_t files = c->nfiles, pending = c->pending_files;
 	uint64_t kept = c->idle_bytes;
 	uint64_t max = c->cfg.max_bytes;
 	int early_running = c->early_running;
-	uint64_t early_sent = __atomic_load_n(&c->n.early_put_bytes, __ATOMIC_RELAXED);
+	uint64_t early_sent =
+	    atomic_load_explicit(&c->n.early_put_bytes, memory_order_relaxed);
 	pthread_mutex_unlock(&c->lock);
 	/* Device flushes: of cache files and their directory, and of the
 	 * journal (commands' intents included). */

@@ -27,6 +27,7 @@
 #define SANDBOXFS_VFS_WORKSPACE_I_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -125,10 +126,11 @@ struct wsfetch {
 	char *url, *path;
 	pthread_cond_t cond; /* with ws->lock: progress (when waited for), end */
 	int refs;	     /* ws->lock: the download and its handles */
-	uint64_t avail;	     /* atomic: body bytes in the cache file */
-	uint64_t wake_at;    /* atomic: the least end a reader waits for,
-				UINT64_MAX when none waits */
-	bool done;	     /* atomic; set under ws->lock with err */
+	/* body bytes in the cache file */
+	atomic_uint_fast64_t avail;
+	/* the least end a reader waits for, UINT64_MAX when none waits */
+	atomic_uint_fast64_t wake_at;
+	atomic_bool done;    /* set under ws->lock with err */
 	int err;	     /* -errno of a failed download, 0 */
 	bool size_known;     /* the listing gave the size: expect */
 	uint64_t expect;     /* reserved, in c->fetch_expect while it runs */
@@ -153,8 +155,8 @@ struct wsfile {
 	int fd;		  /* open while refs > 0, else -1 */
 	pthread_mutex_t mx;
 
-	struct wsfetch *fetch; /* the download running, or NULL (written
-				  atomically, under ws->lock) */
+	struct wsfetch *_Atomic fetch; /* the download running, or NULL
+					  (written under ws->lock) */
 	int refs;	       /* handles + internal users */
 	int opens;	       /* open handles */
 	int writers;	       /* open handles that may write */
@@ -193,7 +195,7 @@ struct wsfile {
 	 * early_tried: one was started since the file was last emptied or
 	 * closed, so no other starts (one per open file). */
 	struct wsearly *early;
-	bool early_tried;
+	atomic_bool early_tried;
 	int attempts;
 	bool flush_parked; /* failed in the running flush_all pass: skip it */
 	uint64_t next_try_ms;
@@ -266,23 +268,29 @@ struct workspace {
 	int early_failures; /* early PUTs there that failed in a row */
 };
 
+/* Counters for stats: bumped with WS_COUNT whatever lock is held, read
+ * with relaxed loads (wscache_stats). */
 struct wscache_counters {
-	uint64_t hits, misses, fetched_bytes;
-	uint64_t uploads, upload_failures, uploaded_bytes;
-	uint64_t listings, listing_hits, negative_hits;
-	uint64_t evictions, enospc;
-	uint64_t renames, dir_renames;
-	uint64_t syncs;		  /* fsyncs of cache files and their directory */
-	uint64_t checksum_passes; /* uploads that read their file for the crc */
-	uint64_t incomplete;	  /* intents whose cache file did not match */
-	uint64_t versions;	  /* new content given a new cache file (supersede) */
-	uint64_t listing_evictions;
+	atomic_uint_fast64_t hits, misses, fetched_bytes;
+	atomic_uint_fast64_t uploads, upload_failures, uploaded_bytes;
+	atomic_uint_fast64_t listings, listing_hits, negative_hits;
+	atomic_uint_fast64_t evictions, enospc;
+	atomic_uint_fast64_t renames, dir_renames;
+	/* fsyncs of cache files and their directory */
+	atomic_uint_fast64_t syncs;
+	/* uploads that read their file for the crc */
+	atomic_uint_fast64_t checksum_passes;
+	/* intents whose cache file did not match */
+	atomic_uint_fast64_t incomplete;
+	/* new content given a new cache file (supersede) */
+	atomic_uint_fast64_t versions;
+	atomic_uint_fast64_t listing_evictions;
 	/* Early PUTs (earlyput.c): started; the ones that carried the whole
 	 * file; abandoned (then one PUT at close); bytes they had sent when
-	 * their close came. */
-	uint64_t early_puts, early_puts_done, early_puts_abandoned;
-	uint64_t early_put_bytes_before_close;
-	uint64_t early_put_bytes; /* atomic: sent by every early PUT so far */
+	 * their close came; bytes sent by every early PUT so far. */
+	atomic_uint_fast64_t early_puts, early_puts_done, early_puts_abandoned;
+	atomic_uint_fast64_t early_put_bytes_before_close;
+	atomic_uint_fast64_t early_put_bytes;
 };
 
 struct wscache {
@@ -321,14 +329,14 @@ struct wscache {
 	/* Pending files by next retry, a min-heap (due.c). */
 	struct wsfile **due;
 	size_t ndue, due_cap;
-	bool fetch_stop; /* atomic: unmounting, downloads stop */
+	atomic_bool fetch_stop; /* unmounting, downloads stop */
 	/* The reserve of the cache directory's file system (cache.c): growth
 	 * that would leave it less free than reserve_percent is ENOSPC.
 	 * room is what may still be taken above the reserve: free space as
 	 * of room_ms (a statvfs), less what running downloads announced and
 	 * have not written yet, less what was reserved since. */
 	uint64_t fetch_expect;	/* sizes announced by running downloads */
-	uint64_t fetch_written; /* atomic: what they have written of them */
+	atomic_uint_fast64_t fetch_written; /* what they have written of them */
 	int64_t room;
 	uint64_t room_ms;	/* 0: never measured */
 	uint64_t reserve_bytes; /* the reserve, as of room_ms */
@@ -339,12 +347,12 @@ struct wscache {
 	uint64_t listing_bytes;			   /* of every cached listing */
 	uint64_t listing_entries;
 	int early_running; /* early PUT threads alive (earlyput.c) */
-	struct wscache_counters n; /* atomic: WS_COUNT, __atomic_load_n */
+	struct wscache_counters n; /* WS_COUNT bumps, relaxed loads read */
 };
 
 /* Bumps a counter of c->n, whatever lock is held. */
-#define WS_COUNT(c, field, v) \
-	__atomic_add_fetch(&(c)->n.field, (uint64_t)(v), __ATOMIC_RELAXED)
+#define WS_COUNT(c, field, v)                                                            \
+	atomic_fetch_add_explicit(&(c)->n.field, (uint64_t)(v), memory_order_relaxed)
 
 /* --- helpers shared by the files ------------------------------------------*/
 

@@ -295,7 +295,7 @@ static void *canned_main(void *arg)
 {
 	struct canned *c = arg;
 
-	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+	while (!atomic_load_explicit(&c->stop, memory_order_acquire)) {
 		char buf[65536];
 		size_t got = 0;
 		char *resp;
@@ -304,7 +304,7 @@ static void *canned_main(void *arg)
 		if (fd < 0)
 			continue;
 		buf[0] = '\0';
-		if (__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+		if (atomic_load_explicit(&c->stop, memory_order_acquire)) {
 			close(fd);
 			break;
 		}
@@ -337,7 +337,7 @@ static void *canned_main(void *arg)
 		if (resp && send(fd, resp, strlen(resp), MSG_NOSIGNAL) < 0)
 			perror("canned send");
 		free(resp);
-		__atomic_fetch_add(&c->served, 1, __ATOMIC_SEQ_CST);
+		atomic_fetch_add(&c->served, 1);
 		shutdown(fd, SHUT_WR);
 		close(fd);
 	}
@@ -387,7 +387,7 @@ void canned_stop(struct canned *c)
 				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
-	__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
+	atomic_store_explicit(&c->stop, 1, memory_order_release);
 	/* Wake the accept with one last connection. */
 	if (fd >= 0) {
 		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
@@ -444,7 +444,7 @@ static void stream_one(struct streamer *s, int fd)
 	if (send(fd, head, (size_t)n, MSG_NOSIGNAL) != n)
 		return;
 	memset(buf, 'x', sizeof(buf));
-	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+	while (!atomic_load_explicit(&s->stop, memory_order_acquire)) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		ssize_t w;
 
@@ -460,7 +460,7 @@ static void stream_one(struct streamer *s, int fd)
 			 MSG_NOSIGNAL);
 		if (w <= 0)
 			return;
-		__atomic_fetch_add(&s->sent, (unsigned long long)w, __ATOMIC_SEQ_CST);
+		atomic_fetch_add(&s->sent, (unsigned long long)w);
 		if (s->mode == STREAM_TRICKLE)
 			sleep_ms(500);
 	}
@@ -470,12 +470,12 @@ static void *streamer_main(void *arg)
 {
 	struct streamer *s = arg;
 
-	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+	while (!atomic_load_explicit(&s->stop, memory_order_acquire)) {
 		int fd = accept(s->fd, NULL, NULL);
 
 		if (fd < 0)
 			continue;
-		if (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE))
+		if (!atomic_load_explicit(&s->stop, memory_order_acquire))
 			stream_one(s, fd);
 		close(fd);
 	}
@@ -512,7 +512,7 @@ void streamer_stop(struct streamer *s)
 				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
-	__atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+	atomic_store_explicit(&s->stop, 1, memory_order_release);
 	/* Wake the accept with one last connection. */
 	if (fd >= 0) {
 		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)

@@ -11,6 +11,7 @@
 #define SANDBOXFS_TEST_HARNESS_H
 
 #include <cjson/cJSON.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -55,8 +56,8 @@ struct canned {
 	char *response; /* raw HTTP/1.1 response (copy): canned_set */
 	char *last_body; /* the body of the last request served */
 	void *lock;
-	int stop;
-	unsigned long served;
+	atomic_int stop;
+	atomic_ulong served;
 	void *thread;
 };
 void canned_start(struct canned *c);
@@ -82,8 +83,8 @@ struct streamer {
 	char url[64];
 	enum streamer_mode mode;
 	long long content_length; /* announced; -1: none */
-	int stop;
-	unsigned long long sent; /* body bytes sent, all connections */
+	atomic_int stop;
+	atomic_ullong sent; /* body bytes sent, all connections */
 	void *thread;
 };
 void streamer_start(struct streamer *s, enum streamer_mode mode,

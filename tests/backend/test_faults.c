@@ -617,7 +617,7 @@ static void gateway_timeout(void)
 		   "HTTP/1.1 504 Gateway Timeout\r\nContent-Type: application/json\r\n"
 		   "Content-Length: 28\r\n\r\n{\"error\":\"upstream timeout\"}");
 
-	served = __atomic_load_n(&c.served, __ATOMIC_SEQ_CST);
+	served = atomic_load(&c.served);
 	CHECK_ST(backend_execute(b, c.url, "sleep 400", 30, &r, &e), BACKEND_ANSWER_LOST);
 	CHECK(e.status == BACKEND_ANSWER_LOST && e.http_status == 504);
 	CHECK(strstr(e.message, "gateway timeout (504)") != NULL);
@@ -625,14 +625,14 @@ static void gateway_timeout(void)
 	CHECK(r.out == NULL && r.err == NULL);
 	check_no_secret(&e, c.url, c.port, NULL);
 	/* Sent once: the one request the server saw. */
-	CHECK(__atomic_load_n(&c.served, __ATOMIC_SEQ_CST) == served + 1);
+	CHECK(atomic_load(&c.served) == served + 1);
 
-	served = __atomic_load_n(&c.served, __ATOMIC_SEQ_CST);
+	served = atomic_load(&c.served);
 	CHECK_ST(backend_orch_create(b, &o, &cr, &sb, &e), BACKEND_ANSWER_LOST);
 	CHECK(e.http_status == 504 && strstr(e.message, "gateway timeout (504)"));
 	CHECK(sb.id == NULL);
 	check_no_secret(&e, c.url, c.port, token);
-	CHECK(__atomic_load_n(&c.served, __ATOMIC_SEQ_CST) == served + 1);
+	CHECK(atomic_load(&c.served) == served + 1);
 
 	/* Other calls: a server error, with the server's message. */
 	CHECK_ST(backend_health(b, c.url, &e), BACKEND_SERVER_ERROR);

@@ -7,6 +7,7 @@
  * A's callback returned.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "common/clock.h"
 #include "wstest.h"
@@ -17,17 +18,17 @@ static struct backend *B;
 #define BIG	 (2 << 20) /* streams on a thread of its own (WS_STREAM_MIN) */
 #define LINGER_MS 2000
 
-static int hooked;	/* atomic: the callback lingers now */
-static int hook_armed;	/* atomic: the next call lingers */
+static atomic_int hooked;     /* the callback lingers now */
+static atomic_int hook_armed; /* the next call lingers */
 
 /* Called by a reader's wait with its workspace's lock held. */
 static bool lingering_interrupted(void *ctx)
 {
 	(void)ctx;
-	if (__atomic_exchange_n(&hook_armed, 0, __ATOMIC_SEQ_CST)) {
-		__atomic_store_n(&hooked, 1, __ATOMIC_SEQ_CST);
+	if (atomic_exchange(&hook_armed, 0)) {
+		atomic_store(&hooked, 1);
 		usleep(LINGER_MS * 1000);
-		__atomic_store_n(&hooked, 2, __ATOMIC_SEQ_CST);
+		atomic_store(&hooked, 2);
 	}
 	return false;
 }
@@ -35,7 +36,7 @@ static bool lingering_interrupted(void *ctx)
 static bool is_hooked(void *arg)
 {
 	(void)arg;
-	return __atomic_load_n(&hooked, __ATOMIC_SEQ_CST) == 1;
+	return atomic_load(&hooked) == 1;
 }
 
 static int read_rc;
@@ -49,7 +50,7 @@ static void *reader(void *arg)
 	if (read_rc < 0)
 		return NULL;
 	static char buf[4096];
-	__atomic_store_n(&hook_armed, 1, __ATOMIC_SEQ_CST);
+	atomic_store(&hook_armed, 1);
 	read_rc = workspace_read(fi.fh, buf, sizeof(buf), BIG - (off_t)sizeof(buf));
 	workspace_release(fi.fh);
 	return NULL;
@@ -103,7 +104,7 @@ int main(int argc, char **argv)
 	CHECK(names_has(&nm, "small.txt") && names_has(&nm, "big.bin"));
 	names_clear(&nm);
 	uint64_t took = common_now_ms() - t0;
-	bool still = __atomic_load_n(&hooked, __ATOMIC_SEQ_CST) == 1;
+	bool still = atomic_load(&hooked) == 1;
 	if (took >= LINGER_MS / 2 || !still)
 		fprintf(stderr, "  B waited %llu ms for A's lock\n", (unsigned long long)took);
 	CHECK(took < LINGER_MS / 2);
