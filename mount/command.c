@@ -26,10 +26,6 @@
 
 bool fs_run_is_timeout(int exit_code, long timeout_s, long duration_ms);
 
-/* The sandbox whose seat the calling thread holds while the workspace
- * applies its batched changes. */
-static __thread struct fs_sandbox *fs_seat_holder;
-
 struct fs_exec {
 	struct fs_mount *m;
 	struct fs_sandbox *sb;
@@ -424,7 +420,7 @@ int fs_command_run_opts(struct fs_mount *m, struct fs_sandbox *sb, const char *c
 
 	/* A command the workspace runs from workspace_before_command, on
 	 * this thread, uses the seat the user's command already holds. */
-	bool nested = internal && fs_seat_holder == sb;
+	bool nested = internal && o->in_seat;
 
 	pthread_mutex_lock(&m->lock);
 	if (!sb->present || !sb->url || sb->state == FS_SB_GONE ||
@@ -473,9 +469,7 @@ int fs_command_run_opts(struct fs_mount *m, struct fs_sandbox *sb, const char *c
 	 * this one. An upload that cannot be delivered stops the command. */
 	char refusal[640] = "";
 	if ((!internal || o->flush) && ws) {
-		fs_seat_holder = sb;
 		int wrc = workspace_before_command(ws, refusal, sizeof(refusal));
-		fs_seat_holder = NULL;
 		if (wrc < 0 && !refusal[0])
 			snprintf(refusal, sizeof(refusal), "not sent: %s",
 				 strerror(-wrc));
@@ -672,7 +666,7 @@ int fs_command_wait_idle(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq
 }
 
 int fs_command_exec_cb(void *ctx, const char *sandbox_id, const char *command,
-		       int *exit_code)
+		       bool in_seat, int *exit_code)
 {
 	struct fs_mount *m = ctx;
 	pthread_mutex_lock(&m->lock);
@@ -681,7 +675,8 @@ int fs_command_exec_cb(void *ctx, const char *sandbox_id, const char *command,
 	if (!sb)
 		return -ENOENT;
 	uint64_t seq = 0;
-	int rc = fs_command_run(m, sb, command, strlen(command), false, true, &seq);
+	struct fs_command_opts o = {.internal = true, .in_seat = in_seat};
+	int rc = fs_command_run_opts(m, sb, command, strlen(command), &o, &seq);
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&m->lock);

@@ -321,6 +321,10 @@ struct fs_command_opts {
 	/* internal, yet what was written here reaches the sandbox first, as
 	 * before the user's own commands (a job's spawn) */
 	bool flush;
+	/* internal, run by the workspace from workspace_before_command on
+	 * this thread: within the seat the user's command already holds
+	 * (takes none, runs on this thread) */
+	bool in_seat;
 	/* internal: sent instead of the command, which is what the journal
 	 * and the run history keep (NULL: the command) */
 	const char *send;
@@ -351,7 +355,7 @@ bool fs_should_stop_waiting(struct fs_mount *m);
 int fs_wait_step(struct fs_mount *m, bool interruptible);
 /* The wscache exec callback. */
 int fs_command_exec_cb(void *ctx, const char *sandbox_id, const char *command,
-		       int *exit_code);
+		       bool in_seat, int *exit_code);
 /* Reads an output stream of a run into a malloc'ed buffer (lock NOT
  * held; out is a copy). */
 int fs_output_load(struct fs_mount *m, const struct journal_output *o, char **buf,

@@ -243,7 +243,8 @@ struct linkitem {
 /* One command for items: each link made unless it is there already with
  * its target (so a batch whose outcome was unknown can be sent again),
  * and refused (exit 1) when something else has the name. */
-static int links_run(struct workspace *ws, struct linkitem *it, size_t n, int *code)
+static int links_run(struct workspace *ws, struct linkitem *it, size_t n, bool in_seat,
+		     int *code)
 {
 	char *cmd = NULL;
 	size_t len = 0;
@@ -271,12 +272,12 @@ static int links_run(struct workspace *ws, struct linkitem *it, size_t n, int *c
 	fclose(out);
 	*code = 0;
 	if (rc == 0)
-		rc = ws->c->cfg.exec(ws->c->cfg.exec_ctx, ws->id, cmd, code);
+		rc = ws->c->cfg.exec(ws->c->cfg.exec_ctx, ws->id, cmd, in_seat, code);
 	free(cmd);
 	return rc;
 }
 
-int links_apply(struct workspace *ws)
+int links_apply(struct workspace *ws, bool in_seat)
 {
 	struct wscache *c = ws->c;
 	if (!c->cfg.exec)
@@ -313,7 +314,7 @@ int links_apply(struct workspace *ws)
 			break;
 		}
 		int code = 0;
-		rc = links_run(ws, it, n, &code);
+		rc = links_run(ws, it, n, in_seat, &code);
 		/* Which one failed: each again alone (those made are there). */
 		int *codes = calloc(n, sizeof(*codes));
 		int *rcs = calloc(n, sizeof(*rcs));
@@ -323,7 +324,7 @@ int links_apply(struct workspace *ws)
 		}
 		if (rc == 0 && code != 0 && n > 1 && codes && rcs)
 			for (size_t i = 0; i < n; i++) {
-				rcs[i] = links_run(ws, &it[i], 1, &codes[i]);
+				rcs[i] = links_run(ws, &it[i], 1, in_seat, &codes[i]);
 				if (rcs[i] < 0)
 					rc = rcs[i];
 			}
@@ -418,7 +419,7 @@ int workspace_symlink(struct workspace *ws, const char *target, const char *rel)
 		return -ENOMEM;
 	/* Made now when the seat is free, so the sandbox has it without
 	 * waiting for a command; else before the next one. */
-	(void)links_apply(ws);
+	(void)links_apply(ws, false);
 	return 0;
 }
 
@@ -460,7 +461,7 @@ static int link_command(struct workspace *ws, const char *a, const char *b)
 	free(qa);
 	free(qb);
 	int code = 0;
-	int rc = cmd ? c->cfg.exec(c->cfg.exec_ctx, ws->id, cmd, &code) : -ENOMEM;
+	int rc = cmd ? c->cfg.exec(c->cfg.exec_ctx, ws->id, cmd, false, &code) : -ENOMEM;
 	free(cmd);
 	if (rc == 0 && code != 0) {
 		ws_log(ws, "a command on a link failed there (exit %d)", code);
@@ -537,7 +538,7 @@ int ws_link_rename(struct workspace *ws, const char *from, const char *to, bool 
 	link_journal(ws, JOURNAL_LINK_GONE, from, NULL, true, NULL);
 	free(target);
 	if (queued)
-		(void)links_apply(ws);
+		(void)links_apply(ws, false);
 	return 0;
 }
 

@@ -168,7 +168,7 @@ int workspace_before_command(struct workspace *ws, char *why, size_t whylen)
 	/* Links made here, then modes (a link's own mode is never set). A
 	 * link not made is logged and does not stop the command. */
 	if (c->cfg.exec)
-		(void)links_apply(ws);
+		(void)links_apply(ws, true);
 	for (int round = 0; round < 64; round++) {
 		/* One command per round: "chmod MODE -- 'a' 'b'" groups. */
 		pthread_mutex_lock(&ws->lock);
@@ -244,7 +244,7 @@ int workspace_before_command(struct workspace *ws, char *why, size_t whylen)
 
 		int code = 0;
 		if (rc == 0)
-			rc = c->cfg.exec(c->cfg.exec_ctx, ws->id, cmd, &code);
+			rc = c->cfg.exec(c->cfg.exec_ctx, ws->id, cmd, true, &code);
 		free(cmd);
 
 		pthread_mutex_lock(&ws->lock);

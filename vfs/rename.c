@@ -281,7 +281,8 @@ static int rename_dir(struct workspace *ws, const char *from, const char *to,
 		free(qf);
 		free(qt);
 		int code = 0;
-		rc = cmd ? c->cfg.exec(c->cfg.exec_ctx, ws->id, cmd, &code) : -ENOMEM;
+		rc = cmd ? c->cfg.exec(c->cfg.exec_ctx, ws->id, cmd, false, &code)
+			 : -ENOMEM;
 		free(cmd);
 		if (rc == 0 && code != 0)
 			rc = -EIO;

@@ -84,9 +84,11 @@ struct wscache_config {
 	 * (journaled like any command; EBUSY when the seat is taken). Used
 	 * for what the file API cannot do: modes, directory rename. Returns
 	 * 0 and the exit code, or a negative errno: -EIO when the outcome is
-	 * unknown (it may have run; never send it again). May be NULL in
-	 * tests. */
-	int (*exec)(void *ctx, const char *sandbox_id, const char *command,
+	 * unknown (it may have run; never send it again). in_seat: called
+	 * from workspace_before_command, so the command runs within the seat
+	 * the caller's own command already holds (it takes none, and is
+	 * never EBUSY for it). May be NULL in tests. */
+	int (*exec)(void *ctx, const char *sandbox_id, const char *command, bool in_seat,
 		    int *exit_code);
 	void *exec_ctx;
 	/* The kernel side of the mount; NULL in tests, where no kernel holds

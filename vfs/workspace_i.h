@@ -496,7 +496,7 @@ int linkrec_add(struct wslinkrec **v, size_t *n, enum journal_kind kind, const c
 void links_journal(struct workspace *ws, struct wslinkrec *v, size_t n);
 /* Makes the queued links in the sandbox through cfg.exec, in batches;
  * 0, or the exec's error (-EBUSY: the seat is taken; they stay queued). */
-int links_apply(struct workspace *ws);
+int links_apply(struct workspace *ws, bool in_seat);
 /* unlink and rename of a link, by commands (never a DELETE). */
 int ws_link_unlink(struct workspace *ws, const char *rel);
 int ws_link_rename(struct workspace *ws, const char *from, const char *to, bool dst_exists);

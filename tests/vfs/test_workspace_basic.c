@@ -15,12 +15,16 @@ static struct backend *B;
 /* Called once after the next command ran in the sandbox and before its
  * answer is handed back (the window in which a slow answer is on its way). */
 static void (*after_exec)(void);
+/* in_seat of the last exec: set by workspace_before_command only. */
+static int last_in_seat = -1;
 
 /* The exec callback of a mount, reduced to a direct POST /execute. */
-static int test_exec(void *ctx, const char *id, const char *command, int *exit_code)
+static int test_exec(void *ctx, const char *id, const char *command, bool in_seat,
+		     int *exit_code)
 {
 	struct backend_exec_result r = {0};
 	struct backend_error err;
+	last_in_seat = in_seat;
 	enum backend_status st = backend_execute(B, S.url, command, 30, &r, &err);
 	if (st != BACKEND_OK)
 		return -backend_errno(st, BACKEND_OP_EXECUTE);
@@ -396,7 +400,9 @@ static void test_rename_race(struct workspace *ws)
 	CHECK_EQ(workspace_create(ws, "race1/open", 0644, &race_fi), 0);
 	CHECK_EQ(workspace_write(race_fi.fh, "first", 5, 0), 5);
 	after_exec = race_during_mv;
+	last_in_seat = -1;
 	CHECK_EQ(workspace_rename(ws, "race1", "race2", 0), 0);
+	CHECK_EQ(last_in_seat, 0); /* the mv takes a seat of its own */
 	CHECK_EQ(pthread_join(race_thread, NULL), 0);
 	CHECK_EQ(race_flush, 0);
 	workspace_release(race_fi.fh);
@@ -419,8 +425,10 @@ static void test_modes(struct workspace *ws, struct workspace *ws_noexec, int *e
 	CHECK_EQ(st.st_mode & 07777, 0755);
 	CHECK_EQ(*execs, e0); /* queued, not run yet */
 	CHECK_EQ(workspace_mkdir(ws, "private", 0700), 0);
+	last_in_seat = -1;
 	CHECK_EQ(workspace_before_command(ws, NULL, 0), 0);
 	CHECK_EQ(*execs, e0 + 1); /* one batched command */
+	CHECK_EQ(last_in_seat, 1); /* in the seat of the command it precedes */
 	char p[512];
 	snprintf(p, sizeof(p), "%s/run.sh", S.ws);
 	CHECK(stat(p, &st) == 0 && (st.st_mode & 07777) == 0755);

@@ -14,8 +14,10 @@
 static struct srv S;
 static struct backend *B;
 
-static int test_exec(void *ctx, const char *id, const char *command, int *exit_code)
+static int test_exec(void *ctx, const char *id, const char *command, bool in_seat,
+		     int *exit_code)
 {
+	(void)in_seat;
 	struct backend_exec_result r = {0};
 	struct backend_error err;
 	enum backend_status st = backend_execute(B, S.url, command, 30, &r, &err);
