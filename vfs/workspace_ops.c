@@ -188,6 +188,7 @@ int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st, ui
 	if (h) {
 		struct wsfile *f = h->f;
 		c = f->ws->c;
+		ws = f->ws; /* the caller may know only the handle */
 		pthread_mutex_lock(&ws->lock);
 		/* Content not (yet) here, downloading or after a failed
 		 * download: the listing tells the size, never the part in the

@@ -134,6 +134,30 @@ def test_open_file_survives_unlink_and_rename(ws, url):
     assert sget(url, "p.txt") is None
 
 
+def test_an_unlinked_open_file_answers_stat_and_seek_from_its_descriptor(ws, url, mnt):
+    """After unlink the name is gone, so the kernel asks for the attributes
+    of the open file by its handle (a seek to the end, once its cached
+    size has expired): answered from the descriptor's own file."""
+    fd = os.open(ws / "gone.txt", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        assert os.write(fd, b"12345") == 5
+        os.fsync(fd)
+        os.unlink(ws / "gone.txt")
+        assert sget(url, "gone.txt") is None
+        time.sleep(1.5)  # past attr_timeout (1 s): the kernel asks again
+        assert os.lseek(fd, 0, os.SEEK_END) == 5
+        assert os.fstat(fd).st_size == 5
+        assert os.pread(fd, 16, 0) == b"12345"
+        assert os.write(fd, b"678") == 3
+        assert os.lseek(fd, 0, os.SEEK_END) == 8
+        assert os.fstat(fd).st_size == 8
+    finally:
+        os.close(fd)
+    assert mnt.proc.poll() is None  # the daemon is still there
+    assert sget(url, "gone.txt") is None
+    assert os.listdir(ws) is not None
+
+
 def test_chmod_reaches_the_sandbox_before_the_next_command(ws, sandbox):
     (ws / "run.sh").write_text("#!/bin/sh\necho ran\n")
     p = sh(f"chmod +x {ws}/run.sh && echo ./run.sh > {sandbox}/ctl && cat {sandbox}/stdout")
