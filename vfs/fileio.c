@@ -276,7 +276,6 @@ int workspace_create(struct workspace *ws, const char *rel, mode_t mode, struct 
 	}
 	f->present = true;
 	f->remote_exists = false;
-	file_shown(f);		  /* the create reply carries its attributes */
 	cache_set_dirty(f, true); /* even empty, it is uploaded at close */
 	f->wgen++;
 	f->opens++;

@@ -7,9 +7,11 @@
  * Its memory is bounded (cfg.listing_max_bytes, counted as the entries'
  * structures and names): past the bound, listings are evicted least
  * recently used first, except those being fetched and those of open
- * directory handles (a readdir pass reads its listing in chunks). Names of
- * an evicted listing the kernel may still hold are invalidated there, so
- * that what a command changes is never served from the kernel's cache.
+ * directory handles (a readdir pass reads its listing in chunks). The
+ * kernel's side needs nothing then: what it holds stays true (a listing
+ * fetched again gives its names the times they had, see dir_load_once),
+ * and after a command the mount invalidates whatever it holds there,
+ * listed or not.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -220,109 +222,43 @@ static void dir_free(struct wsdir *d)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* Names the kernel may hold, to invalidate there. */
-struct shown_paths {
-	struct shown_path {
-		struct workspace *ws;
-		char *path;
-	} * v;
-	size_t n, cap;
-};
-
-static void shown_add(struct shown_paths *sp, struct workspace *ws, char *path)
-{
-	if (!path)
-		return;
-	if (sp->n == sp->cap) {
-		size_t cap = sp->cap ? sp->cap * 2 : 64;
-		struct shown_path *v = realloc(sp->v, cap * sizeof(*v));
-		if (!v) {
-			free(path);
-			return;
-		}
-		sp->v = v;
-		sp->cap = cap;
-	}
-	sp->v[sp->n++] = (struct shown_path){ws, path};
-}
-
-/* Given to the kernel recently enough that it may still hold it (see
- * kernel_may_hold in workspace.c). */
-static bool shown_recently(const struct wscache *c, uint64_t shown_ms, uint64_t now)
-{
-	return shown_ms && now - shown_ms <= (uint64_t)c->cfg.attr_timeout_ms + 1000;
-}
-
 /* Evicts listings, least recently used first, until the cache is within
- * its bound; keep, pinned ones and those being fetched stay. Listings the
- * kernel may no longer hold anything of go first; names of the others
- * that it may still hold go to *sp (to be invalidated there). c->lock
+ * its bound; keep, pinned ones and those being fetched stay. c->lock
  * held, and held's lock (may be NULL): another workspace's listings go
  * only if its lock is free now (trylock), else they wait for a later
  * trim. */
-static void dir_evict(struct wscache *c, struct workspace *held, struct wsdir *keep,
-		      struct shown_paths *sp)
+static void dir_evict(struct wscache *c, struct workspace *held, struct wsdir *keep)
 {
-	uint64_t now = common_now_ms();
-	for (int hot = 0; hot < 2; hot++) {
-		struct wsdir *d = c->dir_lru_head;
-		while (d && c->listing_bytes > c->cfg.listing_max_bytes) {
-			struct wsdir *next = d->lru_next;
-			struct workspace *dws = d->ws;
-			if (d == keep ||
-			    (dws != held && pthread_mutex_trylock(&dws->lock) != 0)) {
-				d = next;
-				continue;
-			}
-			bool shown =
-			    c->cfg.invalidate && shown_recently(c, d->shown_ms, now);
-			if (!d->pins && !d->fetching && (hot || !shown)) {
-				for (size_t i = 0; shown && i < d->n; i++)
-					if (shown_recently(c, d->ents[i].shown_ms, now))
-						shown_add(
-						    sp, d->ws,
-						    ws_join(d->path, d->ents[i].name));
-				dir_free_locked(d);
-				WS_COUNT(c, listing_evictions, 1);
-			}
-			if (dws != held)
-				pthread_mutex_unlock(&dws->lock);
+	struct wsdir *d = c->dir_lru_head;
+	while (d && c->listing_bytes > c->cfg.listing_max_bytes) {
+		struct wsdir *next = d->lru_next;
+		struct workspace *dws = d->ws;
+		if (d == keep ||
+		    (dws != held && pthread_mutex_trylock(&dws->lock) != 0)) {
 			d = next;
+			continue;
 		}
+		if (!d->pins && !d->fetching) {
+			dir_free_locked(d);
+			WS_COUNT(c, listing_evictions, 1);
+		}
+		if (dws != held)
+			pthread_mutex_unlock(&dws->lock);
+		d = next;
 	}
 }
 
 /* Keeps the cache within its bound after d (if any, of ws) was loaded;
- * ws->lock held, may be dropped and retaken (to tell the kernel), d
- * stays. */
+ * ws->lock held; d stays. */
 static void dir_trim(struct workspace *ws, struct wsdir *d)
 {
 	struct wscache *c = ws->c;
 	pthread_mutex_lock(&c->lock);
 	if (d)
 		dir_lru_touch(c, d);
-	if (c->listing_bytes <= c->cfg.listing_max_bytes) {
-		pthread_mutex_unlock(&c->lock);
-		return;
-	}
-	struct shown_paths sp = {0};
-	dir_evict(c, ws, d, &sp);
+	if (c->listing_bytes > c->cfg.listing_max_bytes)
+		dir_evict(c, ws, d);
 	pthread_mutex_unlock(&c->lock);
-	if (!sp.n) {
-		free(sp.v);
-		return;
-	}
-	if (d)
-		d->pins++;
-	pthread_mutex_unlock(&ws->lock);
-	for (size_t i = 0; i < sp.n; i++) {
-		ws_kernel_invalidate(sp.v[i].ws, sp.v[i].path);
-		free(sp.v[i].path);
-	}
-	free(sp.v);
-	pthread_mutex_lock(&ws->lock);
-	if (d)
-		d->pins--;
 }
 
 static bool dir_fresh(const struct workspace *ws, const struct wsdir *d)
@@ -486,11 +422,6 @@ static int dir_load_once(struct workspace *ws, const char *path, struct wsdir **
 					if (d->ents[i].size == old[j].size &&
 					    d->ents[i].is_dir == old[j].is_dir)
 						d->ents[i].seen = old[j].seen;
-					/* the kernel may still hold it */
-					d->ents[i].shown_ms = old[j].shown_ms;
-					d->ents[i].shown_dir = old[j].shown_dir;
-					d->ents[i].shown_once = old[j].shown_once;
-					d->ents[i].shown_link = old[j].shown_link;
 					i++;
 					j++;
 				} else if (r < 0) {

@@ -112,7 +112,6 @@ static bool entry_stat(struct workspace *ws, struct wsdir *d, const char *rel,
 		a.size = f->size;
 		a.mtime = f->mtime;
 	}
-	entry_shown(d, e, NULL); /* READDIRPLUS gives the kernel st */
 	ws_fill_stat(ws, child, &a, st);
 	free(child);
 	return true;

@@ -2,9 +2,10 @@
  * workspace.c — the wscache and workspace objects: creation, flushes,
  * freeing, workspaces found by sandbox id, files kept (rescued) when a
  * sandbox is gone, and the helpers every file of vfs/ shares. Restore,
- * health and stats are in restore.c, the hash table in htab.c, modes in
- * modes.c, the kernel invalidation pass in invalidate.c; the FUSE
- * operations in workspace_ops.c.
+ * health and stats are in restore.c, modes in modes.c, links in links.c;
+ * the operations of the mount in workspace_ops.c, fileio.c, rename.c and
+ * readdir.c. What the kernel holds is the mount's to track and to tell
+ * (fuse/nodes.c): this core only drops its own caches after a command.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -191,7 +192,6 @@ int wscache_start(struct wscache *c)
 
 static void workspace_free(struct workspace *ws)
 {
-	pthread_cond_destroy(&ws->inval_cv);
 	pthread_cond_destroy(&ws->cond);
 	pthread_mutex_destroy(&ws->lock);
 	while (ws->all) {
@@ -413,7 +413,6 @@ struct workspace *ws_get_locked(struct wscache *c, const char *id, const char *u
 		free(ws);
 		return NULL;
 	}
-	pthread_cond_init(&ws->inval_cv, NULL);
 	pthread_mutex_init(&ws->lock, NULL);
 	common_cond_init(&ws->cond);
 	ws->next = c->wss;
@@ -450,6 +449,20 @@ struct workspace *ws_get_lock(struct wscache *c, const char *id, const char *url
 		}
 	}
 	return ws;
+}
+
+/* The kernel side is the mount's: it knows what the kernel holds and
+ * tells it after a command itself. Here, only this module's caches. */
+void workspace_invalidate(struct workspace *ws)
+{
+	if (!ws)
+		return;
+	pthread_mutex_lock(&ws->lock);
+	ws->epoch++;
+	for (size_t i = 0; i < ws->nmade; i++)
+		free(ws->made_dirs[i]);
+	ws->nmade = 0;
+	pthread_mutex_unlock(&ws->lock);
 }
 
 struct workspace *workspace_find(struct wscache *c, const char *sandbox_id)

@@ -98,17 +98,9 @@ struct wscache_config {
 	 * ends with EINTR); exited tells whether the session ended (an
 	 * unmount: a download stops). Each gets kernel_ctx. */
 	void (*invalidate)(void *ctx, const char *sandbox_id, const char *rel);
-	/* The mount knows exactly what the kernel holds and tells it itself
-	 * after a command: workspace_invalidate then only drops this
-	 * module's caches, without its pass over what it showed. */
-	bool kernel_told_by_mount;
 	bool (*interrupted)(void *ctx);
 	bool (*exited)(void *ctx);
 	void *kernel_ctx;
-	/* How long the kernel keeps the names and attributes it is given
-	 * (the mount's attr_timeout): what was shown longer ago than this
-	 * needs no invalidation after a command. */
-	long attr_timeout_ms;
 };
 
 struct wscache;
@@ -203,7 +195,7 @@ void workspace_forget(struct wscache *c, const char *sandbox_id);
 
 /* The attributes of REL, or of the open file fh (ws and rel may then be
  * NULL). Sizes come from the cache when it holds newer content than the
- * listing. -ESTALE when REL changed type since the kernel was told. */
+ * listing. */
 int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st,
 		      uint64_t fh);
 /* Opens directory REL: the handle keeps a snapshot of the listing taken

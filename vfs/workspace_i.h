@@ -4,7 +4,7 @@
  *
  * Locking. Each workspace has its own mutex (ws->lock): it guards that
  * workspace's tables (files, all, dirs and their listings, metas, links,
- * moves, made_dirs), its invalidation state and the fields of its files,
+ * moves, made_dirs) and the fields of its files,
  * listings and downloads; sandboxes never wait for each other's. The
  * cache's mutex (c->lock) guards only what all workspaces share: the idle
  * LRU, the listing LRU, the due heap, byte and file totals, the reserve,
@@ -56,12 +56,7 @@ struct wsentry {
 	uint64_t size;
 	bool is_dir;
 	struct timespec seen; /* when this name with this size was first seen */
-	uint64_t shown_ms;    /* last given to the kernel (0: not since the last
-				 invalidation), see workspace_invalidate_pass */
-	bool shown_dir;	      /* the type it was given to the kernel as */
-	bool shown_once;      /* shown_dir is set */
 	bool is_link;	      /* a symbolic link (ws->links knows its target) */
-	bool shown_link;      /* given to the kernel as a link */
 };
 
 struct wsdir {
@@ -75,8 +70,6 @@ struct wsdir {
 	bool raced;	     /* changed here while fetching: fetch again */
 	uint64_t fetched_ms; /* monotonic; 0 = stale */
 	uint64_t epoch;	     /* ws->epoch at the fetch */
-	uint64_t shown_ms;   /* the newest shown_ms of its entries: a pass
-				skips a directory shown too long ago */
 	/* The listing cache is bounded (listing.c): listings are evicted
 	 * least recently used first, past cfg.listing_max_bytes. */
 	struct workspace *ws;
@@ -202,8 +195,6 @@ struct wsfile {
 	size_t due_pos; /* 1 + its index in c->due (due.c), 0: not there */
 	int last_err;
 	struct timespec mtime;
-	uint64_t shown_ms; /* attributes last given to the kernel, as wsentry */
-	bool shown_once;   /* given to the kernel as a file at least once */
 };
 
 /* What the handle of a workspace file points to. */
@@ -252,13 +243,6 @@ struct workspace {
 	struct wsfile *unsaved; /* of which dirty or pending (changed with c->lock too) */
 	char **made_dirs;   /* made by mkdir since the last command */
 	size_t nmade;
-	/* One kernel invalidation pass at a time: a command that ends during
-	 * a pass asks for another (inval_asked) and waits until a pass that
-	 * started after its request is done (inval_done), so that when its
-	 * write returns the kernel holds nothing older than the command. */
-	bool inval_running;
-	uint64_t inval_asked, inval_done;
-	pthread_cond_t inval_cv;  /* inval_done moved (with ws->lock) */
 	char *rescue_dir;	  /* set once data of this gone sandbox was kept */
 	struct wsmove *moves;	  /* directories being renamed */
 	size_t old_versions_open; /* files with version_of set */
@@ -407,13 +391,9 @@ struct wsattr {
 	bool is_link; /* size is the target's length */
 	uint64_t size;
 	struct timespec mtime;
-	bool type_changed; /* the kernel was last told the other type */
 };
 
 /* workspace_ops.c: names and lookups (ws->lock held unless said otherwise) */
-/* Records that the kernel is told f's (e's) attributes now. */
-void file_shown(struct wsfile *f);
-void entry_shown(struct wsdir *d, struct wsentry *e, struct wsattr *a);
 struct wshandle *ws_handle_of(uint64_t fh); /* NULL: not a file handle */
 /* The cache entry, not the listing, tells f's size. */
 bool file_auth(const struct wsfile *f);

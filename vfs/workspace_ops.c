@@ -14,25 +14,6 @@
 
 #include "workspace_i.h"
 
-/* Records that the kernel is told f's attributes now (ws->lock held). */
-void file_shown(struct wsfile *f)
-{
-	f->shown_ms = common_now_ms();
-	f->shown_once = true;
-}
-
-/* Records that the kernel is told e's attributes now (ws->lock held). */
-void entry_shown(struct wsdir *d, struct wsentry *e, struct wsattr *a)
-{
-	if (a && e->shown_once &&
-	    (e->shown_dir != e->is_dir || e->shown_link != e->is_link))
-		a->type_changed = true;
-	d->shown_ms = e->shown_ms = common_now_ms();
-	e->shown_dir = e->is_dir;
-	e->shown_link = e->is_link;
-	e->shown_once = true;
-}
-
 struct wshandle *ws_handle_of(uint64_t fh)
 {
 	if (!fh)
@@ -88,13 +69,10 @@ int ws_lookup(struct workspace *ws, const char *rel, struct wsattr *a)
 	a->is_link = e->is_link;
 	a->size = e->size;
 	a->mtime = e->seen;
-	entry_shown(d, e, a); /* most lookups answer the kernel */
 	if (e->is_link) {
 		/* A link has no content of its own here: a lookup never
 		 * fetches its target's. */
 	} else if (f && e->is_dir) {
-		if (f->shown_once) /* the kernel may hold it as a file */
-			a->type_changed = true;
 		file_drop_clean(f);
 	} else if (f && f->present && f->size != e->size)
 		f->present = false; /* changed on the server: fetch again */
@@ -103,7 +81,6 @@ live:
 	a->is_dir = false;
 	a->size = f->size;
 	a->mtime = f->mtime;
-	file_shown(f);
 	return 0;
 }
 
@@ -167,7 +144,6 @@ void ws_fill_stat(struct workspace *ws, const char *rel, const struct wsattr *a,
 static void fill_file_stat(struct wsfile *f, struct stat *st)
 {
 	struct workspace *ws = f->ws;
-	file_shown(f);
 	struct wsattr a = {.is_dir = false, .size = f->size, .mtime = f->mtime};
 	/* An older version still open is not unlinked: its name has other
 	 * content now. */
@@ -184,10 +160,8 @@ static void fill_file_stat(struct wsfile *f, struct stat *st)
 int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st, uint64_t fh)
 {
 	struct wshandle *h = ws_handle_of(fh);
-	struct wscache *c = ws ? ws->c : NULL;
 	if (h) {
 		struct wsfile *f = h->f;
-		c = f->ws->c;
 		ws = f->ws; /* the caller may know only the handle */
 		pthread_mutex_lock(&ws->lock);
 		/* Content not (yet) here, downloading or after a failed
@@ -217,14 +191,6 @@ int workspace_getattr(struct workspace *ws, const char *rel, struct stat *st, ui
 	if (rc == 0)
 		ws_fill_stat(ws, rel, &a, st);
 	pthread_mutex_unlock(&ws->lock);
-	/* A command turned a file the kernel holds into a directory (or the
-	 * reverse): the kernel would call its inode bad and answer EIO.
-	 * ESTALE makes it look the path up again (once: the type is now
-	 * recorded as shown), and the new lookup makes a new inode. A mount
-	 * that knows what the kernel holds (kernel_told_by_mount) checks
-	 * types itself and gives a looked-up name of a new type a new inode. */
-	if (rc == 0 && a.type_changed && !c->cfg.kernel_told_by_mount)
-		return -ESTALE;
 	return rc;
 }
 
