@@ -392,6 +392,8 @@ static int fs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 	struct fs_loc loc;
 	if (!path && fi) {
 		struct fs_handle *h = fs_handle_of(fi->fh);
+		if (h->kind == FS_HANDLE_WORKSPACE) /* unlinked, still open */
+			return workspace_truncate(NULL, NULL, size, fi->fh);
 		if (h->kind == FS_HANDLE_CONTROL)
 			loc = ((struct fs_ctl_handle *)h)->loc;
 		else

@@ -237,8 +237,9 @@ int workspace_fsync(uint64_t fh, int datasync);
 /* The last close of a handle: uploads what is written and not yet handled
  * once no handle is left, then frees the handle: fh is not valid after. */
 int workspace_release(uint64_t fh);
-/* Sets the size of REL, or of the open file fh; with no handle open on
- * the file it is uploaded before the call returns. */
+/* Sets the size of REL, or of the open file fh (ws and rel may then be
+ * NULL); with no handle open on the file it is uploaded before the call
+ * returns. */
 int workspace_truncate(struct workspace *ws, const char *rel, off_t size, uint64_t fh);
 /* Removes file REL on the server; open descriptors keep reading it. */
 int workspace_unlink(struct workspace *ws, const char *rel);

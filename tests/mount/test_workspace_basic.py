@@ -151,6 +151,9 @@ def test_an_unlinked_open_file_answers_stat_and_seek_from_its_descriptor(ws, url
         assert os.write(fd, b"678") == 3
         assert os.lseek(fd, 0, os.SEEK_END) == 8
         assert os.fstat(fd).st_size == 8
+        os.ftruncate(fd, 2)
+        assert os.fstat(fd).st_size == 2
+        assert os.pread(fd, 16, 0) == b"12"
     finally:
         os.close(fd)
     assert mnt.proc.poll() is None  # the daemon is still there
