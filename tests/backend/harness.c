@@ -334,10 +334,12 @@ static void *canned_main(void *arg)
 			c->last_body = strdup(end ? end + 4 : "");
 		}
 		pthread_mutex_unlock(c->lock);
+		/* Counted before the answer goes: a client that has it may
+		 * look at the count at once. */
+		atomic_fetch_add(&c->served, 1);
 		if (resp && send(fd, resp, strlen(resp), MSG_NOSIGNAL) < 0)
 			perror("canned send");
 		free(resp);
-		atomic_fetch_add(&c->served, 1);
 		shutdown(fd, SHUT_WR);
 		close(fd);
 	}
