@@ -418,7 +418,7 @@ int workspace_write(uint64_t fh, const char *buf, size_t size, off_t off)
 	}
 	pthread_mutex_unlock(&ws->lock);
 	if (done) {
-		h->wrote = true; /* under f->mx: flush reads it there */
+		atomic_store(&h->wrote, true);
 		earlyput_wrote(f, size_now);
 	}
 	pthread_mutex_unlock(&f->mx);
@@ -445,7 +445,7 @@ int workspace_flush(uint64_t fh)
 	 * create, an O_TRUNC open) is uploaded at release, after the last
 	 * close; its intent is journaled now, since this close
 	 * acknowledges it and release comes after. */
-	if (!h->wrote) {
+	if (!atomic_load(&h->wrote)) {
 		/* Nothing to journal for clean content; a reader's close then
 		 * never waits for a download that runs (or any other work). */
 		struct workspace *ws = h->f->ws;
@@ -456,8 +456,8 @@ int workspace_flush(uint64_t fh)
 			return 0;
 	}
 	pthread_mutex_lock(&h->f->mx);
-	int rc = h->wrote ? upload_locked(h->f, UPLOAD_CALLER_CLOSES)
-			  : upload_intent_locked(h->f);
+	int rc = atomic_load(&h->wrote) ? upload_locked(h->f, UPLOAD_CALLER_CLOSES)
+					: upload_intent_locked(h->f);
 	pthread_mutex_unlock(&h->f->mx);
 	return rc;
 }
@@ -510,7 +510,7 @@ int workspace_truncate(struct workspace *ws, const char *rel, off_t size, uint64
 		if (rc == 0)
 			rc = cache_truncate(h->f, (uint64_t)size);
 		if (rc == 0)
-			h->wrote = true;
+			atomic_store(&h->wrote, true);
 		pthread_mutex_unlock(&h->f->mx);
 		return rc;
 	}

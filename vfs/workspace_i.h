@@ -202,7 +202,9 @@ struct wshandle {
 	unsigned int kind; /* WS_HANDLE_FILE, first member */
 	struct wsfile *f;
 	int flags;
-	bool wrote; /* written or truncated through this handle */
+	/* written or truncated through this handle: set under f->mx, read
+	 * by a close without it (a dup of the descriptor may write meanwhile) */
+	atomic_bool wrote;
 	/* The download this handle was opened on, while it may still run or
 	 * failed: reads wait for it or answer its error. NULL otherwise. */
 	struct wsfetch *fetch;
