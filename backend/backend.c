@@ -231,6 +231,17 @@ fail_free:
 	return NULL;
 }
 
+void backend_thread_done(struct backend *b)
+{
+	if (!b)
+		return;
+	struct backend_handle *h = pthread_getspecific(b->key);
+	if (!h)
+		return;
+	(void)pthread_setspecific(b->key, NULL); /* no destructor at exit */
+	handle_destroy(h);
+}
+
 void backend_free(struct backend *b)
 {
 	struct backend_handle *h, *next;

@@ -120,6 +120,11 @@ struct backend;
 /* Creates the shared client; copies cfg. NULL on allocation failure. */
 struct backend *backend_new(const struct backend_config *cfg);
 void backend_free(struct backend *b);
+/* The calling thread is done with b: its handle is given back now, as it
+ * would be when the thread exits. For a thread nobody joins (others wait
+ * for it by a counter it lowers last): backend_free may then come at any
+ * time without racing the thread's exit. */
+void backend_thread_done(struct backend *b);
 
 /* Counters since backend_new, for .sandboxfs/stats and the benchmarks. */
 struct backend_stats {

@@ -72,6 +72,20 @@ void fs_ll_invalidate_path(struct fs_mount *m, const char *path);
  * it holds under path, and looks every name up again (see nodes.c). */
 void fs_ll_invalidate_tree(struct fs_mount *m, const char *path);
 
+/* The session gate (nodes.c). Unmounting closes the session's descriptor,
+ * and its number may then be given to any file this process opens: a
+ * reply or notification written by a thread of our own after that would
+ * land in that file. Such writes go through the gate: fs_ll_gate_enter
+ * returns true (leave with fs_ll_gate_leave after the write) until
+ * fs_ll_gate_close, which waits (up to 2 s: a notification the kernel
+ * blocks must not stop the unmount) for the writes under way. */
+bool fs_ll_gate_enter(void);
+void fs_ll_gate_leave(void);
+void fs_ll_gate_close(void);
+/* A reply to req through the gate: false (req freed, nothing sent) once
+ * the gate is closed; else true with the gate entered. */
+bool fs_ll_reply_gate(fuse_req_t req);
+
 /* The kernel side as the model sees it (struct fs_kernel_ops). */
 extern const struct fs_kernel_ops fs_kernel_fuse;
 

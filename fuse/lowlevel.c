@@ -197,6 +197,9 @@ static void *ll_async_main(void *arg)
 	a->run(a);
 	ll_current = NULL;
 	ll_async_free(a);
+	/* Nobody joins this thread: the unmount waits for ll_waiters, then
+	 * frees the backend, which the thread's exit would still use. */
+	backend_thread_done(m->backend);
 	atomic_fetch_sub(&m->ll_waiters, 1);
 	return NULL;
 }
@@ -253,7 +256,10 @@ static void ll_do_mkdir(struct ll_async *a)
 	char *path = ll_path(a->ino, a->name, &err);
 	int rc = path ? fs_ops.mkdir(path, a->mode) : -err;
 	free(path);
-	ll_reply_entry(a->req, a->ino, a->name, rc);
+	if (fs_ll_reply_gate(a->req)) {
+		ll_reply_entry(a->req, a->ino, a->name, rc);
+		fs_ll_gate_leave();
+	}
 }
 
 static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
@@ -276,7 +282,10 @@ static void ll_do_remove(struct ll_async *a)
 	free(path);
 	if (rc == 0)
 		ll_removed(a->ino, a->name);
-	fuse_reply_err(a->req, rc < 0 ? -rc : 0);
+	if (fs_ll_reply_gate(a->req)) {
+		fuse_reply_err(a->req, rc < 0 ? -rc : 0);
+		fs_ll_gate_leave();
+	}
 }
 
 static void ll_remove(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t dir)
@@ -553,10 +562,16 @@ static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 static void ll_do_open(struct ll_async *a)
 {
 	int rc = a->name ? fs_ops.open(a->name, &a->fi) : -(int)a->mode;
+	if (!fs_ll_reply_gate(a->req)) { /* unmounting: nobody gets it */
+		if (rc == 0)
+			fs_ops.release(NULL, &a->fi);
+		return;
+	}
 	if (rc < 0)
 		fuse_reply_err(a->req, -rc);
 	else if (fuse_reply_open(a->req, &a->fi) == -ENOENT)
 		fs_ops.release(NULL, &a->fi); /* the caller was interrupted */
+	fs_ll_gate_leave();
 }
 
 static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -624,10 +639,13 @@ static void ll_do_read(struct ll_async *a)
 {
 	char *buf = malloc(a->size ? a->size : 1);
 	int rc = buf ? fs_ops.read(NULL, buf, a->size, a->off, &a->fi) : -ENOMEM;
-	if (rc < 0)
-		fuse_reply_err(a->req, -rc);
-	else
-		fuse_reply_buf(a->req, buf, (size_t)rc);
+	if (fs_ll_reply_gate(a->req)) {
+		if (rc < 0)
+			fuse_reply_err(a->req, -rc);
+		else
+			fuse_reply_buf(a->req, buf, (size_t)rc);
+		fs_ll_gate_leave();
+	}
 	free(buf);
 }
 
@@ -653,10 +671,13 @@ static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void ll_do_write(struct ll_async *a)
 {
 	int rc = fs_ops.write(NULL, a->buf, a->size, a->off, &a->fi);
-	if (rc < 0)
-		fuse_reply_err(a->req, -rc);
-	else
-		fuse_reply_write(a->req, (size_t)rc);
+	if (fs_ll_reply_gate(a->req)) {
+		if (rc < 0)
+			fuse_reply_err(a->req, -rc);
+		else
+			fuse_reply_write(a->req, (size_t)rc);
+		fs_ll_gate_leave();
+	}
 }
 
 static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,

@@ -459,6 +459,7 @@ int main(int argc, char *argv[])
 
 out_unmount:
 	atomic_store(&m->stopping, true);
+	fs_ll_gate_close(); /* no reply or notification after the close */
 	fuse_session_unmount(fs_session(m));
 out_ws:
 	fs_keepalive_stop(m);

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/htab.h"
@@ -344,6 +345,46 @@ static void ll_notify_epoch(struct fs_mount *m)
 	}
 }
 
+static struct {
+	pthread_rwlock_t lock;
+	atomic_bool closed;
+} ll_gate = {.lock = PTHREAD_RWLOCK_INITIALIZER};
+
+bool fs_ll_gate_enter(void)
+{
+	pthread_rwlock_rdlock(&ll_gate.lock);
+	if (!atomic_load(&ll_gate.closed))
+		return true;
+	pthread_rwlock_unlock(&ll_gate.lock);
+	return false;
+}
+
+void fs_ll_gate_leave(void)
+{
+	pthread_rwlock_unlock(&ll_gate.lock);
+}
+
+void fs_ll_gate_close(void)
+{
+	/* closed first: no write starts; then the ones under way end */
+	atomic_store(&ll_gate.closed, true);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts); /* the clock timedwrlock takes */
+	ts.tv_sec += 2;
+	if (pthread_rwlock_timedwrlock(&ll_gate.lock, &ts) == 0)
+		pthread_rwlock_unlock(&ll_gate.lock);
+	else
+		fs_log("unmount: a notification to the kernel is still under way");
+}
+
+bool fs_ll_reply_gate(fuse_req_t req)
+{
+	if (fs_ll_gate_enter())
+		return true;
+	fuse_reply_none(req);
+	return false;
+}
+
 void fs_ll_invalidate_tree(struct fs_mount *m, const char *path)
 {
 	if (!fs_session(m) || atomic_load(&m->stopping))
@@ -380,10 +421,13 @@ void fs_ll_invalidate_tree(struct fs_mount *m, const char *path)
 	 * kernel, and a request that holds it waits for this daemon; killed
 	 * then (kill -9), the thread in the notify never leaves it, the
 	 * connection is never closed, and the mount hangs for good. */
-	for (size_t i = 0; i < n; i++)
-		fuse_lowlevel_notify_inval_inode(fs_session(m), v[i], 0, 0);
+	if (fs_ll_gate_enter()) {
+		for (size_t i = 0; i < n; i++)
+			fuse_lowlevel_notify_inval_inode(fs_session(m), v[i], 0, 0);
+		ll_notify_epoch(m);
+		fs_ll_gate_leave();
+	}
 	free(v);
-	ll_notify_epoch(m);
 	if (oom) /* the name cache may stay stale up to attr_timeout */
 		fs_log("after a command: out of memory telling the kernel what changed");
 }
@@ -396,8 +440,10 @@ void fs_ll_invalidate_path(struct fs_mount *m, const char *path)
 	struct ll_node *n = ll_walk(path);
 	fuse_ino_t ino = n ? n->ino : 0;
 	pthread_mutex_unlock(&ll.lock);
-	if (ino) /* else the kernel holds nothing of it */
+	if (ino && fs_ll_gate_enter()) { /* else the kernel holds nothing of it */
 		fuse_lowlevel_notify_inval_inode(fs_session(m), ino, 0, 0);
+		fs_ll_gate_leave();
+	}
 }
 
 int fs_ll_setup(bool debug)

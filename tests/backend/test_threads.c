@@ -188,6 +188,53 @@ static void recycled(void)
 	CHECK(s.connections_opened - s0.connections_opened <= 2);
 }
 
+/* A detached thread that gives its handle back before it says it is done:
+ * the backend may be freed as soon as it has said so (the sanitized
+ * builds catch a thread exit that would still touch it). */
+struct detached {
+	struct backend *b;
+	enum backend_status st;
+	atomic_int done;
+};
+
+static void *detached_main(void *p)
+{
+	struct detached *d = p;
+	struct backend_error e;
+
+	d->st = backend_health(d->b, srv.url, &e);
+	backend_thread_done(d->b);
+	backend_thread_done(d->b); /* nothing left: a no-op */
+	atomic_store(&d->done, 1);
+	return NULL;
+}
+
+static void thread_done(void)
+{
+	struct detached d = {.b = backend_new(NULL)};
+	struct backend_stats s;
+	pthread_attr_t attr;
+	pthread_t t;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	CHECK(pthread_create(&t, &attr, detached_main, &d) == 0);
+	pthread_attr_destroy(&attr);
+	while (!atomic_load(&d.done))
+		usleep(1000);
+	CHECK(d.st == BACKEND_OK);
+	/* its handle is idle now: this thread takes it, connection and all */
+	{
+		struct backend_error e;
+
+		CHECK_ST(backend_health(d.b, srv.url, &e), BACKEND_OK);
+	}
+	backend_get_stats(d.b, &s);
+	CHECK(s.connections_opened == 1);
+	backend_thread_done(d.b);
+	backend_free(d.b);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -196,6 +243,7 @@ int main(int argc, char **argv)
 	reuse();
 	threads();
 	recycled();
+	thread_done();
 	/* Freed with the main thread's handle still registered. */
 	{
 		struct backend_error e;
