@@ -291,6 +291,22 @@ int admin_log_count(const char *url, const char *cmd)
 	return n;
 }
 
+/* The answer as sent: this server closes every connection after one
+ * answer, so it says so (Connection: close) unless the test's answer
+ * speaks of the connection itself; a client would otherwise keep the
+ * connection for its next request and find it closed under it. */
+static char *canned_closing(const char *response)
+{
+	const char *eol = strstr(response, "\r\n");
+	if (!eol || strcasestr(response, "\r\nconnection:"))
+		return strdup(response);
+	char *out = NULL;
+	if (asprintf(&out, "%.*s\r\nConnection: close%s", (int)(eol - response), response,
+		     eol) < 0)
+		return NULL;
+	return out;
+}
+
 static void *canned_main(void *arg)
 {
 	struct canned *c = arg;
@@ -326,7 +342,7 @@ static void *canned_main(void *arg)
 				break;
 		}
 		pthread_mutex_lock(c->lock);
-		resp = strdup(c->response);
+		resp = canned_closing(c->response);
 		{
 			char *end = strstr(buf, "\r\n\r\n");
 
