@@ -114,6 +114,13 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct stat st;
 	memset(&st, 0, sizeof(st));
 	int rc = path || fi ? fs_ops.getattr(path, &st, fi) : -err;
+	uint64_t fh;
+	if (!path && !fi && err == ENOENT && ll_fh_take(ino, &fh)) {
+		/* unlinked while open (fstat gives no handle): by a handle */
+		struct fuse_file_info by = {.fh = fh};
+		rc = fs_ops.getattr(NULL, &st, &by);
+		ll_fh_put(ino);
+	}
 	free(path);
 	/* A command turned the name into another type: the inode the kernel
 	 * holds is gone (a lookup gives the name a new one); the new type
@@ -567,10 +574,15 @@ static void ll_do_open(struct ll_async *a)
 			fs_ops.release(NULL, &a->fi);
 		return;
 	}
-	if (rc < 0)
+	if (rc < 0) {
 		fuse_reply_err(a->req, -rc);
-	else if (fuse_reply_open(a->req, &a->fi) == -ENOENT)
-		fs_ops.release(NULL, &a->fi); /* the caller was interrupted */
+	} else {
+		ll_opened(a->ino, a->fi.fh);
+		if (fuse_reply_open(a->req, &a->fi) == -ENOENT) {
+			ll_closing(a->ino, a->fi.fh);
+			fs_ops.release(NULL, &a->fi); /* the caller was interrupted */
+		}
+	}
 	fs_ll_gate_leave();
 }
 
@@ -604,9 +616,13 @@ static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		if (rc < 0)
 			fs_ops.release(NULL, fi);
 	}
-	if (rc < 0)
+	if (rc < 0) {
 		fuse_reply_err(req, -rc);
-	else if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		return;
+	}
+	ll_opened(e.ino, fi->fh);
+	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		ll_closing(e.ino, fi->fh);
 		fs_ops.release(NULL, fi);
 		ll_forget_one(e.ino, 1);
 	}
@@ -716,6 +732,7 @@ static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	ll_closing(ino, fi->fh);
 	fs_ops.release(NULL, fi);
 	fuse_reply_err(req, 0);
 }

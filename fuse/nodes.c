@@ -30,6 +30,11 @@ struct ll_node {
 	struct ll_node *next_kid, *prev_kid;
 	mode_t type;		/* S_IFMT of what the kernel was told */
 	char ino_key[24];
+	/* The handles open on it: once its name is gone (unlinked while
+	 * open), its attributes are read through one of them. fh_users:
+	 * getattrs using one now (a release waits for them). */
+	uint64_t *fhs;
+	unsigned nfh, capfh, fh_users;
 };
 
 static struct {
@@ -40,7 +45,7 @@ static struct {
 	bool ready;
 	bool debug; /* -d: each request's path too (libfuse prints numbers) */
 } ll = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
+static pthread_cond_t ll_fh_cond = PTHREAD_COND_INITIALIZER; /* fh_users fell */
 
 static int ll_table_init(void)
 {
@@ -127,13 +132,15 @@ static void ll_unname(struct ll_node *n)
  * path. ll.lock held. */
 static void ll_maybe_free(struct ll_node *n)
 {
-	if (n == &ll.root || n->nlookup > 0 || n->children > 0)
+	if (n == &ll.root || n->nlookup > 0 || n->children > 0 || n->nfh > 0 ||
+	    n->fh_users > 0)
 		return;
 	if (n->name) {
 		ll_unname(n); /* comes back here unnamed */
 		return;
 	}
 	htab_del(&ll.by_ino, &n->by_ino);
+	free(n->fhs);
 	free(n);
 }
 
@@ -195,6 +202,65 @@ fuse_ino_t ll_remember(fuse_ino_t parent_ino, const char *name, mode_t st_mode)
 out:
 	pthread_mutex_unlock(&ll.lock);
 	return ino;
+}
+
+void ll_opened(fuse_ino_t ino, uint64_t fh)
+{
+	pthread_mutex_lock(&ll.lock);
+	struct ll_node *n = ll_node_of(ino);
+	if (n && n->nfh == n->capfh) {
+		unsigned cap = n->capfh ? n->capfh * 2 : 2;
+		uint64_t *v = realloc(n->fhs, cap * sizeof(*v));
+		if (v) {
+			n->fhs = v;
+			n->capfh = cap;
+		}
+	}
+	if (n && n->nfh < n->capfh) /* else: a stat after an unlink gets ENOENT */
+		n->fhs[n->nfh++] = fh;
+	pthread_mutex_unlock(&ll.lock);
+}
+
+void ll_closing(fuse_ino_t ino, uint64_t fh)
+{
+	pthread_mutex_lock(&ll.lock);
+	struct ll_node *n = ll_node_of(ino);
+	for (unsigned i = 0; n && i < n->nfh; i++)
+		if (n->fhs[i] == fh) {
+			n->fhs[i] = n->fhs[--n->nfh];
+			break;
+		}
+	/* a getattr may be reading through this very handle */
+	while (n && n->fh_users > 0)
+		pthread_cond_wait(&ll_fh_cond, &ll.lock);
+	if (n && n != &ll.root)
+		ll_maybe_free(n);
+	pthread_mutex_unlock(&ll.lock);
+}
+
+bool ll_fh_take(fuse_ino_t ino, uint64_t *fh)
+{
+	pthread_mutex_lock(&ll.lock);
+	struct ll_node *n = ll_node_of(ino);
+	bool ok = n && n->nfh > 0;
+	if (ok) {
+		*fh = n->fhs[0];
+		n->fh_users++;
+	}
+	pthread_mutex_unlock(&ll.lock);
+	return ok;
+}
+
+void ll_fh_put(fuse_ino_t ino)
+{
+	pthread_mutex_lock(&ll.lock);
+	struct ll_node *n = ll_node_of(ino);
+	if (n && n->fh_users > 0 && --n->fh_users == 0) {
+		pthread_cond_broadcast(&ll_fh_cond);
+		if (n != &ll.root)
+			ll_maybe_free(n);
+	}
+	pthread_mutex_unlock(&ll.lock);
 }
 
 void ll_forget_one(fuse_ino_t ino, uint64_t nlookup)

@@ -20,6 +20,15 @@
 fuse_ino_t ll_remember(fuse_ino_t parent, const char *name, mode_t st_mode);
 /* The type (S_IFMT) the kernel was given for ino; 0 when unknown. */
 mode_t ll_type(fuse_ino_t ino);
+/* Handle fh was opened on ino (before the reply: a getattr may follow at
+ * once), or is being released (after this, no ll_fh_take gives it, and
+ * none taken is still in use). */
+void ll_opened(fuse_ino_t ino, uint64_t fh);
+void ll_closing(fuse_ino_t ino, uint64_t fh);
+/* A handle open on ino, for reading its attributes when its name is gone;
+ * true with *fh set and in use until ll_fh_put. */
+bool ll_fh_take(fuse_ino_t ino, uint64_t *fh);
+void ll_fh_put(fuse_ino_t ino);
 /* The kernel forgot nlookup lookups of ino. */
 void ll_forget_one(fuse_ino_t ino, uint64_t nlookup);
 /* The model's path of ino ("/" for the root), with "/child" appended when

@@ -135,9 +135,10 @@ def test_open_file_survives_unlink_and_rename(ws, url):
 
 
 def test_an_unlinked_open_file_answers_stat_and_seek_from_its_descriptor(ws, url, mnt):
-    """After unlink the name is gone, so the kernel asks for the attributes
-    of the open file by its handle (a seek to the end, once its cached
-    size has expired): answered from the descriptor's own file."""
+    """After unlink the name is gone: once its cached attributes expire the
+    kernel asks for them by inode (fstat) or by handle (a seek to the end),
+    and both are answered from the descriptor's own file, as on a local
+    disk (the open-then-unlink temporary file)."""
     fd = os.open(ws / "gone.txt", os.O_RDWR | os.O_CREAT, 0o644)
     try:
         assert os.write(fd, b"12345") == 5
@@ -145,6 +146,8 @@ def test_an_unlinked_open_file_answers_stat_and_seek_from_its_descriptor(ws, url
         os.unlink(ws / "gone.txt")
         assert sget(url, "gone.txt") is None
         time.sleep(1.5)  # past attr_timeout (1 s): the kernel asks again
+        assert os.fstat(fd).st_size == 5
+        time.sleep(1.5)
         assert os.lseek(fd, 0, os.SEEK_END) == 5
         assert os.fstat(fd).st_size == 5
         assert os.pread(fd, 16, 0) == b"12345"
@@ -158,7 +161,18 @@ def test_an_unlinked_open_file_answers_stat_and_seek_from_its_descriptor(ws, url
         os.close(fd)
     assert mnt.proc.poll() is None  # the daemon is still there
     assert sget(url, "gone.txt") is None
-    assert os.listdir(ws) is not None
+    assert "gone.txt" not in os.listdir(ws)
+    # Python's TemporaryFile in the workspace (O_TMPFILE is refused, so an
+    # open then an unlink), read back after its attributes expired
+    import tempfile
+    with tempfile.TemporaryFile(dir=ws) as f:
+        f.write(b"abc")
+        f.flush()
+        time.sleep(1.5)
+        assert os.fstat(f.fileno()).st_size == 3
+        f.seek(0)
+        assert f.read() == b"abc"
+    assert [n for n in os.listdir(ws) if n.startswith("tmp")] == []
 
 
 def test_chmod_reaches_the_sandbox_before_the_next_command(ws, sandbox):
