@@ -3,7 +3,8 @@
  * header: the adapter between the kernel and the mount's model (mount/).
  *
  * lowlevel.c answers the kernel's requests through libfuse's low-level
- * API with the node table of nodes.c; ops.c gives the model's operations
+ * API with the node table of nodes.c (directory handles in readdir.c,
+ * extended attributes in xattr.c); ops.c gives the model's operations
  * by path; wsadapt.c translates the workspace core's (vfs/) types;
  * options.c parses the command line; main.c starts and stops it all.
  */

@@ -1,7 +1,8 @@
 /*
  * nodes_i.h — private to fuse/: the node table between the kernel's inode
  * numbers and the model's paths (nodes.c), used by the low-level adapter
- * (lowlevel.c), and the adapter's extended attributes (xattr.c).
+ * (lowlevel.c), its directory handles (readdir.c) and extended attributes
+ * (xattr.c).
  *
  * A node stands for one name the kernel was given (lookup, create, mkdir,
  * readdirplus) and counts the lookups the kernel holds; it is freed when
@@ -41,6 +42,25 @@ void ll_moved(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 /* parent/name was removed; its node keeps its number while the kernel
  * holds it. */
 void ll_removed(fuse_ino_t parent, const char *name);
+
+/* --- the adapter's request helpers (lowlevel.c) ------------------------------*/
+/* The request the calling thread answers now (NULL: none), for
+ * fs_ll_interrupted. */
+void ll_serving(fuse_req_t req);
+/* The kernel's attribute and entry timeout (attr_timeout). */
+double ll_timeout(fuse_req_t req);
+/* Answers a lookup of parent/name from the model's attributes, one lookup
+ * counted in the node table: 0 and *e, or -errno. */
+int ll_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
+	     struct fuse_entry_param *e);
+
+/* --- directory handles (readdir.c), in fs_ll_ops -----------------------------*/
+void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		struct fuse_file_info *fi);
+void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi);
+void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 
 /* --- extended attributes (xattr.c), in fs_ll_ops -----------------------------*/
 void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
