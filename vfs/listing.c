@@ -486,6 +486,21 @@ int dir_load(struct workspace *ws, const char *path, struct wsdir **out)
 	}
 }
 
+bool dir_wanted(struct workspace *ws, const char *path)
+{
+	struct wsdir *d = dir_cached(ws, path);
+	return !d || (!d->fetching && !dir_fresh(ws, d));
+}
+
+int dir_prefetch(struct workspace *ws, const char *path)
+{
+	if (!ws->url || !dir_wanted(ws, path))
+		return 0;
+	struct wsdir *d;
+	int rc = dir_load(ws, path, &d);
+	return rc < 0 ? rc : 1;
+}
+
 /* The cached listing of path's parent, about to be changed in place, or
  * NULL; *name is path's last segment. A fetch under way may answer from
  * before the change: it is marked raced, not fresh, and dir_load fetches

@@ -138,6 +138,8 @@ int workspace_readdir(struct workspace *ws, const char *rel, void *buf, ws_fill_
 	rc = dir_load(ws, rel, &d);
 	if (rc == 0 && (off == 0 || !dh->taken))
 		rc = dirhandle_take(dh, d);
+	if (rc == 0 && dh != &local)
+		dir_walked(ws, d); /* a walk going down: its subdirectories' listings ahead */
 	if (rc < 0) {
 		pthread_mutex_unlock(&ws->lock);
 		return rc;

@@ -481,6 +481,7 @@ void wscache_stats(struct wscache *c, FILE *out)
 		"uploads_pending %" PRIu64 "\n"
 		"listings_fetched %" PRIu64 "\n"
 		"listing_cache_hits %" PRIu64 "\n"
+		"listings_prefetched %" PRIu64 "\n"
 		"renames %" PRIu64 "\n"
 		"dir_renames %" PRIu64 "\n"
 		"syncs %" PRIu64 "\n"
@@ -494,7 +495,7 @@ void wscache_stats(struct wscache *c, FILE *out)
 		"early_put_bytes %" PRIu64 "\n",
 		n.hits, n.misses, files, bytes, dirty, kept, max, n.evictions, n.enospc,
 		n.fetched_bytes, n.uploads, n.upload_failures, n.uploaded_bytes, pending,
-		n.listings, n.listing_hits, n.renames, n.dir_renames, syncs,
+		n.listings, n.listing_hits, n.listings_prefetched, n.renames, n.dir_renames, syncs,
 		n.checksum_passes, n.incomplete, n.early_puts, early_running,
 		n.early_puts_done, n.early_puts_abandoned, n.early_put_bytes_before_close,
 		early_sent);

@@ -172,6 +172,8 @@ struct wscache *wscache_new(const struct wscache_config *cfg)
 	pthread_mutex_init(&c->lock, NULL);
 	common_cond_init(&c->cond);
 	c->rand_state = (unsigned)time(NULL) ^ (unsigned)getpid();
+	if (prefetch_init(c) < 0)
+		common_log("listings will not be fetched ahead of walks: out of memory");
 	return c;
 }
 
@@ -351,6 +353,7 @@ void wscache_free(struct wscache *c)
 	if (!c)
 		return;
 	cache_fetch_stop_all(c);
+	prefetch_stop(c);
 	if (c->running) {
 		pthread_mutex_lock(&c->lock);
 		c->stop = true;

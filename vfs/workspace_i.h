@@ -76,6 +76,7 @@ struct wsdir {
 	struct wsdir *lru_prev, *lru_next; /* c->dir_lru, oldest first */
 	uint64_t bytes;			   /* accounted in c->listing_bytes */
 	int pins; /* open directory handles, fetches: never evicted */
+	uint64_t pass_ms; /* monotonic: a directory handle last read it */
 };
 
 /* --- local metadata the contract has no place for --------------------------*/
@@ -260,6 +261,8 @@ struct wscache_counters {
 	atomic_uint_fast64_t hits, misses, fetched_bytes;
 	atomic_uint_fast64_t uploads, upload_failures, uploaded_bytes;
 	atomic_uint_fast64_t listings, listing_hits, negative_hits;
+	/* listings fetched ahead of a tree walk (prefetch.c) */
+	atomic_uint_fast64_t listings_prefetched;
 	atomic_uint_fast64_t evictions, enospc;
 	atomic_uint_fast64_t renames, dir_renames;
 	/* fsyncs of cache files and their directory */
@@ -333,6 +336,7 @@ struct wscache {
 	uint64_t listing_bytes;			   /* of every cached listing */
 	uint64_t listing_entries;
 	int early_running; /* early PUT threads alive (earlyput.c) */
+	struct wsprefetch *prefetch; /* prefetch.c; NULL if it could not start */
 	struct wscache_counters n; /* WS_COUNT bumps, relaxed loads read */
 };
 
@@ -356,6 +360,15 @@ void ws_log(const struct workspace *ws, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 int ws_backend_errno(enum backend_status st);
 void ws_kernel_invalidate(struct workspace *ws, const char *rel);
+
+/* prefetch.c: listings fetched ahead of a tree walk. prefetch_init may
+ * fail (no prefetching then); prefetch_stop joins its threads and is
+ * called before any workspace is freed. dir_walked: a directory handle
+ * read d now (ws->lock held); when its parent was read just before, the
+ * listings of its subdirectories are queued. */
+int prefetch_init(struct wscache *c);
+void prefetch_stop(struct wscache *c);
+void dir_walked(struct workspace *ws, struct wsdir *d);
 
 /* listing.c (ws->lock held; dir_load may drop and retake it) */
 int dir_load(struct workspace *ws, const char *path, struct wsdir **out);
@@ -383,6 +396,11 @@ void dir_release(struct workspace *ws);
  * dir_unpin may drop and retake ws->lock. */
 struct wsdir *dir_pin(struct workspace *ws, const char *path);
 void dir_unpin(struct wsdir *d);
+/* path has no listing here that is fresh or being fetched. */
+bool dir_wanted(struct workspace *ws, const char *path);
+/* Fetches path's listing if dir_wanted: 1 when it did, 0 when not wanted,
+ * or -errno (may drop and retake ws->lock). */
+int dir_prefetch(struct workspace *ws, const char *path);
 /* Appends the listing cache's stat lines (ws->lock not held). */
 void dir_stats(struct wscache *c, FILE *out);
 bool ws_machinery(const struct workspace *ws, const char *dir, const char *name);
