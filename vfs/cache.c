@@ -583,9 +583,10 @@ int cache_truncate(struct wsfile *f, uint64_t size)
 	pthread_mutex_unlock(&f->ws->lock);
 	if (rc < 0)
 		return rc;
-	if (ftruncate(f->fd, (off_t)size) < 0) {
+	int trc = ws_cache_truncate_fd(f->fd, (off_t)size);
+	if (trc < 0) {
 		f->crc_ok = false;
-		return -errno;
+		return trc;
 	}
 	if (size == 0) {
 		/* Empty again (O_TRUNC): a running crc starts over. */

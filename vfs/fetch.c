@@ -38,7 +38,7 @@ int cache_fetch_begin(struct wsfile *f, struct wsfetch **out)
 	/* Nothing else changes the content: f->mx is held and no download
 	 * runs. The new content is written from the start. */
 	f->crc_ok = false; /* the upload of what comes sums the file */
-	if (ftruncate(f->fd, 0) < 0 || lseek(f->fd, 0, SEEK_SET) < 0) {
+	if (ws_cache_truncate_fd(f->fd, 0) < 0 || lseek(f->fd, 0, SEEK_SET) < 0) {
 		ws_log(ws, "cannot empty a cache file: %s", strerror(errno));
 		return -EIO;
 	}
@@ -149,8 +149,9 @@ int cache_fetch_run(struct wsfetch *fe)
 		atomic_store(&fe->done, true);
 		pthread_cond_broadcast(&fe->cond);
 		pthread_mutex_unlock(&ws->lock);
-		if (ftruncate(fd, 0) < 0)
-			ws_log(ws, "cannot empty a cache file: %s", strerror(errno));
+		int trc = ws_cache_truncate_fd(fd, 0);
+		if (trc < 0)
+			ws_log(ws, "cannot empty a cache file: %s", strerror(-trc));
 		got = 0;
 	} else {
 		struct stat sb;

@@ -100,12 +100,13 @@ static void prefetch_queue_locked(struct wscache *c, struct workspace *ws, char 
 	pthread_cond_signal(&p->cond);
 }
 
-void dir_walked(struct workspace *ws, struct wsdir *d)
+void dir_walked(struct workspace *ws, struct wsdir *d, bool pass_start)
 {
 	struct wscache *c = ws->c;
 	uint64_t now = common_now_ms();
 	d->pass_ms = now;
-	if (!c->prefetch || !d->path[0] || !ws->url || d->err || !d->loaded)
+	/* once per pass: a large directory is read in many chunks */
+	if (!pass_start || !c->prefetch || !d->path[0] || !ws->url || d->err || !d->loaded)
 		return;
 	const char *name;
 	char *parent = ws_parent(d->path, &name);

@@ -136,10 +136,11 @@ int workspace_readdir(struct workspace *ws, const char *rel, void *buf, ws_fill_
 	pthread_mutex_lock(&ws->lock);
 	struct wsdir *d;
 	rc = dir_load(ws, rel, &d);
-	if (rc == 0 && (off == 0 || !dh->taken))
+	bool pass_start = off == 0 || !dh->taken;
+	if (rc == 0 && pass_start)
 		rc = dirhandle_take(dh, d);
 	if (rc == 0 && dh != &local)
-		dir_walked(ws, d); /* a walk going down: its subdirectories' listings ahead */
+		dir_walked(ws, d, pass_start); /* a walk going down: listings ahead */
 	if (rc < 0) {
 		pthread_mutex_unlock(&ws->lock);
 		return rc;

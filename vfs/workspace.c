@@ -114,6 +114,14 @@ void ws_log(const struct workspace *ws, const char *fmt, ...)
 	common_log("workspace of %s: %s", ws ? ws->id : "?", msg);
 }
 
+int ws_cache_truncate_fd(int fd, off_t size)
+{
+	struct stat st;
+	if (fstat(fd, &st) == 0 && st.st_size == size)
+		return 0;
+	return ftruncate(fd, size) < 0 ? -errno : 0;
+}
+
 int ws_backend_errno(enum backend_status st)
 {
 	int e = backend_errno(st, BACKEND_OP_FILE);

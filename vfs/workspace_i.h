@@ -16,7 +16,9 @@
  * truncate, upload, rename); it may be held across a network call.
  *
  * Order: f->mx, then ws->lock, then c->lock (a leaf, never held across
- * I/O or a wait on another lock). Neither ws->lock nor c->lock is held
+ * I/O or a wait on another lock). The prefetch queue's lock (prefetch.c)
+ * is a leaf too: taken under ws->lock, released before its threads take
+ * one. Neither ws->lock nor c->lock is held
  * across a network call. Work on another workspace's files while holding
  * c->lock (eviction from the LRUs) takes that workspace's lock with
  * pthread_mutex_trylock only, and skips it when busy; the retry thread
@@ -359,16 +361,21 @@ bool ws_is_under(const char *path, const char *dir); /* path inside dir/ */
 void ws_log(const struct workspace *ws, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 int ws_backend_errno(enum backend_status st);
+/* ftruncate of a cache file, skipped when it has that size already: ext4
+ * flushes a file at its close once it was truncated to 0 (its
+ * auto_da_alloc rule for files rewritten in place), which made every new
+ * cache file's close wait for the disk. -errno on failure. */
+int ws_cache_truncate_fd(int fd, off_t size);
 void ws_kernel_invalidate(struct workspace *ws, const char *rel);
 
 /* prefetch.c: listings fetched ahead of a tree walk. prefetch_init may
  * fail (no prefetching then); prefetch_stop joins its threads and is
  * called before any workspace is freed. dir_walked: a directory handle
- * read d now (ws->lock held); when its parent was read just before, the
- * listings of its subdirectories are queued. */
+ * read d now (ws->lock held); at the start of a pass, when its parent was
+ * read just before, the listings of its subdirectories are queued. */
 int prefetch_init(struct wscache *c);
 void prefetch_stop(struct wscache *c);
-void dir_walked(struct workspace *ws, struct wsdir *d);
+void dir_walked(struct workspace *ws, struct wsdir *d, bool pass_start);
 
 /* listing.c (ws->lock held; dir_load may drop and retake it) */
 int dir_load(struct workspace *ws, const char *path, struct wsdir **out);
