@@ -112,29 +112,32 @@ static void idle_update(struct wsfile *f)
 	pthread_mutex_unlock(&c->lock);
 }
 
+char *cache_name_new(struct wscache *c)
+{
+	char name[64];
+	pthread_mutex_lock(&c->lock);
+	uint64_t seq = c->name_seq++;
+	unsigned int r = (unsigned)rand_r(&c->rand_state);
+	pthread_mutex_unlock(&c->lock);
+	snprintf(name, sizeof(name), "%016" PRIx64 "-%08x", common_now_ms() * 1000 + seq, r);
+	return ws_join(c->files_dir, name);
+}
+
 struct wsfile *file_new(struct workspace *ws, const char *path, const char *adopt)
 {
 	struct wscache *c = ws->c;
 	struct wsfile *f = calloc(1, sizeof(*f));
 	if (!f)
 		return NULL;
+	f->fd = -1;
 	f->path = strdup(path);
-	if (adopt) {
+	if (adopt)
 		f->cache_path = strdup(adopt);
-	} else {
-		char name[64];
-		pthread_mutex_lock(&c->lock);
-		uint64_t seq = c->name_seq++;
-		unsigned int r = (unsigned)rand_r(&c->rand_state);
-		pthread_mutex_unlock(&c->lock);
-		snprintf(name, sizeof(name), "%016" PRIx64 "-%08x",
-			 common_now_ms() * 1000 + seq, r);
-		f->cache_path = ws_join(c->files_dir, name);
-	}
+	else if (!spare_take(c, &f->cache_path, &f->fd))
+		f->cache_path = cache_name_new(c);
 	if (!f->path || !f->cache_path)
 		goto fail;
-	f->fd = -1;
-	if (!adopt) {
+	if (!adopt && f->fd < 0) {
 		/* kept open for the file_ref that every caller makes next */
 		f->fd = open(f->cache_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		if (f->fd < 0)
@@ -163,6 +166,10 @@ struct wsfile *file_new(struct workspace *ws, const char *path, const char *adop
 	 * (restore, which sets its size first) next. */
 	return f;
 fail:
+	if (f->fd >= 0) { /* a spare taken, no memory for the rest */
+		close(f->fd);
+		unlink(f->cache_path);
+	}
 	free(f->path);
 	free(f->cache_path);
 	free(f);

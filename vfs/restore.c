@@ -347,6 +347,9 @@ int wscache_restore(struct wscache *c, const struct journal_state *st)
 		}
 		closedir(d);
 	}
+	/* The leftovers are gone: from now on, cache files made ahead of
+	 * need (spare.c) are not taken for them. */
+	spare_start(c);
 	return restored;
 }
 
@@ -482,6 +485,8 @@ void wscache_stats(struct wscache *c, FILE *out)
 		"listings_fetched %" PRIu64 "\n"
 		"listing_cache_hits %" PRIu64 "\n"
 		"listings_prefetched %" PRIu64 "\n"
+		"cache_files_made_ahead %d\n"
+		"cache_files_made_ahead_taken %" PRIu64 "\n"
 		"renames %" PRIu64 "\n"
 		"dir_renames %" PRIu64 "\n"
 		"syncs %" PRIu64 "\n"
@@ -495,7 +500,8 @@ void wscache_stats(struct wscache *c, FILE *out)
 		"early_put_bytes %" PRIu64 "\n",
 		n.hits, n.misses, files, bytes, dirty, kept, max, n.evictions, n.enospc,
 		n.fetched_bytes, n.uploads, n.upload_failures, n.uploaded_bytes, pending,
-		n.listings, n.listing_hits, n.listings_prefetched, n.renames, n.dir_renames, syncs,
+		n.listings, n.listing_hits, n.listings_prefetched, spare_ready(c), n.spares_taken,
+		n.renames, n.dir_renames, syncs,
 		n.checksum_passes, n.incomplete, n.early_puts, early_running,
 		n.early_puts_done, n.early_puts_abandoned, n.early_put_bytes_before_close,
 		early_sent);

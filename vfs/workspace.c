@@ -362,6 +362,7 @@ void wscache_free(struct wscache *c)
 		return;
 	cache_fetch_stop_all(c);
 	prefetch_stop(c);
+	spare_stop(c);
 	if (c->running) {
 		pthread_mutex_lock(&c->lock);
 		c->stop = true;

@@ -265,6 +265,8 @@ struct wscache_counters {
 	atomic_uint_fast64_t listings, listing_hits, negative_hits;
 	/* listings fetched ahead of a tree walk (prefetch.c) */
 	atomic_uint_fast64_t listings_prefetched;
+	/* new cache files that were made ahead (spare.c) */
+	atomic_uint_fast64_t spares_taken;
 	atomic_uint_fast64_t evictions, enospc;
 	atomic_uint_fast64_t renames, dir_renames;
 	/* fsyncs of cache files and their directory */
@@ -339,6 +341,7 @@ struct wscache {
 	uint64_t listing_entries;
 	int early_running; /* early PUT threads alive (earlyput.c) */
 	struct wsprefetch *prefetch; /* prefetch.c; NULL if it could not start */
+	struct wsspares *spares;     /* spare.c; NULL before the restore */
 	struct wscache_counters n; /* WS_COUNT bumps, relaxed loads read */
 };
 
@@ -376,6 +379,17 @@ void ws_kernel_invalidate(struct workspace *ws, const char *rel);
 int prefetch_init(struct wscache *c);
 void prefetch_stop(struct wscache *c);
 void dir_walked(struct workspace *ws, struct wsdir *d, bool pass_start);
+
+/* spare.c: empty cache files made ahead of need by a thread, allowed from
+ * the end of wscache_restore (spare_start; the first take starts the
+ * thread) to wscache_free (spare_stop, which deletes the ones not taken). spare_take: one, or false when none is
+ * ready (file_new then makes its own). */
+void spare_start(struct wscache *c);
+bool spare_take(struct wscache *c, char **path, int *fd);
+void spare_stop(struct wscache *c);
+int spare_ready(struct wscache *c); /* made and not taken yet */
+/* A new cache file's path, unique (cache.c; NULL: no memory). */
+char *cache_name_new(struct wscache *c);
 
 /* listing.c (ws->lock held; dir_load may drop and retake it) */
 int dir_load(struct workspace *ws, const char *path, struct wsdir **out);
