@@ -16,9 +16,11 @@
  * a connection of its own (so a walk holds at most that many more
  * connections to its sandbox than the walker's own one); at most
  * WS_PREFETCH_PER_DIR subdirectories per directory read and
- * WS_PREFETCH_QUEUE waiting, past which nothing more is queued. Two at a
- * time keep one listing always ahead of a walker that reads one directory
- * at a time, without more sandbox-side work than the walk itself needs.
+ * WS_PREFETCH_QUEUE waiting, past which nothing more is queued. Four at a
+ * time, because against a sandbox across a network a walk pays for the
+ * listings' waits, not for CPU: with a 2 ms server delay a find went from
+ * 846 to 315 ms with four and 690 ms with one (tests/bench/RESULTS.md);
+ * on two CPUs with a local server one would be 10-25 % quicker.
  */
 #include <errno.h>
 #include <signal.h>
