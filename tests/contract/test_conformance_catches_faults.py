@@ -78,20 +78,26 @@ def runs(tmp_path_factory):
                    "--tb=no", "-o", "junit_family=xunit2", str(suite)]
             if select:
                 cmd += ["-k", select]
+            # stderr apart: a traceback a thread prints there while
+            # pytest flushes its summary to a file could split one of the
+            # FAILED lines parsed below (it did once, in CI)
             out = open(tmp / "suite.out", "w+")
+            err = open(tmp / "suite.err", "w+")
             procs[name] = (subprocess.Popen(cmd, cwd=HERE.parents[1], env=env, stdout=out,
-                                            stderr=subprocess.STDOUT), out)
-        for name, (p, out) in procs.items():
+                                            stderr=err), out, err)
+        for name, (p, out, err) in procs.items():
             try:
                 p.wait(timeout=240)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
             out.seek(0)
-            results[name] = (p.returncode, out.read())
+            err.seek(0)
+            results[name] = (p.returncode, out.read() + "\n--- stderr ---\n" + err.read())
             out.close()
+            err.close()
     finally:
-        for name, (p, out) in procs.items():
+        for name, (p, out, err) in procs.items():
             if p.poll() is None:
                 p.kill()
                 p.wait()
