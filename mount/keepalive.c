@@ -8,9 +8,10 @@
 #include "mount_i.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/thread.h"
 
 /* A pool's maxIdleSeconds is not known here; a minute is cheap and shorter
  * than any idle timeout a pool would sensibly set. */
@@ -109,12 +110,7 @@ int fs_keepalive_start(struct fs_mount *m)
 {
 	if (!m->opt.keepalive_on || m->keepalive_started)
 		return 0;
-	/* the thread must not take the signals meant for FUSE threads */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	int rc = pthread_create(&m->keepalive, NULL, fs_keepalive_main, m);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	int rc = common_thread_start(&m->keepalive, fs_keepalive_main, m);
 	if (rc != 0)
 		return -rc;
 	m->keepalive_started = true;

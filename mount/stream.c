@@ -27,7 +27,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +35,7 @@
 #include <unistd.h>
 
 #include "common/files.h"
+#include "common/thread.h"
 
 #define FS_POLL_MS 500
 #define FS_MARKER "sandboxfs-stream "
@@ -220,12 +220,7 @@ static void fs_stream_want(struct fs_stream *s)
 {
 	if (s->plain || !s->sent || s->finished || s->poller_started)
 		return;
-	/* the poller must not take the signals meant for FUSE threads */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	s->poller_started = pthread_create(&s->poller, NULL, fs_stream_main, s) == 0;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	s->poller_started = common_thread_start(&s->poller, fs_stream_main, s) == 0;
 }
 
 static void fs_stream_stop(struct fs_stream *s)

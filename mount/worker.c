@@ -7,9 +7,10 @@
 #include "mount_i.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+#include "common/thread.h"
 
 /* True when the FUSE request of the calling thread was interrupted or the
  * mount is going away. */
@@ -68,10 +69,6 @@ static size_t fs_workers_reap(struct fs_mount *m)
 int fs_worker_start(struct fs_mount *m, void *(*fn)(void *), void *arg)
 {
 	fs_workers_reap(m);
-	/* the worker must not take the signals meant for FUSE threads */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
 	pthread_mutex_lock(&m->lock);
 	int rc = -ENOMEM;
 	if (m->nwk == m->capwk) {
@@ -85,7 +82,7 @@ int fs_worker_start(struct fs_mount *m, void *(*fn)(void *), void *arg)
 	if (m->nwk < m->capwk) {
 		pthread_t tid;
 		atomic_fetch_add(&m->workers, 1);
-		rc = -pthread_create(&tid, NULL, fn, arg);
+		rc = -common_thread_start(&tid, fn, arg);
 		if (rc == 0) {
 			/* registered before the thread can look for itself:
 			 * it takes the lock to mark itself finished */
@@ -97,7 +94,6 @@ int fs_worker_start(struct fs_mount *m, void *(*fn)(void *), void *arg)
 		}
 	}
 	pthread_mutex_unlock(&m->lock);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return rc;
 }
 

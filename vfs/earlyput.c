@@ -34,12 +34,12 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "workspace_i.h"
+#include "common/thread.h"
 
 /* A writer silent this long loses its early PUT (the close PUTs whole). */
 #define EARLY_IDLE_MS 30000
@@ -259,11 +259,7 @@ static void early_start(struct wsfile *f, uint64_t size)
 			early_free(e);
 		return;
 	}
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	int rc = pthread_create(&e->tid, NULL, early_thread, e);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	int rc = common_thread_start(&e->tid, early_thread, e);
 	pthread_mutex_lock(&ws->lock);
 	if (rc != 0) {
 		early_slot_give(c);

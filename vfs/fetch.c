@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include <unistd.h>
 
 #include "workspace_i.h"
+#include "common/thread.h"
 
 static void fetch_free(struct wsfetch *fe)
 {
@@ -256,22 +256,18 @@ bool cache_fetch_spawn(struct wsfetch *fe)
 	if (!w)
 		return false;
 	w->fe = fe;
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
 	/* Listed as it starts, under the lock: a stop either comes before
 	 * (no thread, the caller runs the download, which stops at once) or
 	 * finds it in the list and joins it. */
 	pthread_mutex_lock(&c->lock);
 	int rc = EAGAIN;
 	if (!atomic_load(&c->fetch_stop))
-		rc = pthread_create(&w->tid, NULL, fetch_thread, w);
+		rc = common_thread_start(&w->tid, fetch_thread, w);
 	if (rc == 0) {
 		w->next = c->fetch_workers;
 		c->fetch_workers = w;
 	}
 	pthread_mutex_unlock(&c->lock);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0) {
 		free(w);
 		return false;

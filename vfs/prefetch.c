@@ -23,11 +23,11 @@
  * on two CPUs with a local server one would be 10-25 % quicker.
  */
 #include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "workspace_i.h"
+#include "common/thread.h"
 
 #define WS_WALK_MS	    5000
 #define WS_PREFETCH_THREADS 4
@@ -85,13 +85,9 @@ static void prefetch_queue_locked(struct wscache *c, struct workspace *ws, char 
 		return;
 	}
 	if (p->nthreads < WS_PREFETCH_THREADS) {
-		sigset_t all, old;
-		sigfillset(&all);
-		pthread_sigmask(SIG_BLOCK, &all, &old);
 		while (p->nthreads < WS_PREFETCH_THREADS &&
-		       pthread_create(&p->tid[p->nthreads], NULL, prefetch_thread, c) == 0)
+		       common_thread_start(&p->tid[p->nthreads], prefetch_thread, c) == 0)
 			p->nthreads++;
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		if (p->nthreads == 0) {
 			free(path);
 			return;

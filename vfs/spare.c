@@ -16,12 +16,12 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "workspace_i.h"
+#include "common/thread.h"
 
 #define WS_SPARE_MAX 16
 
@@ -90,11 +90,7 @@ void spare_start(struct wscache *c)
 /* sp->lock held. */
 static void spare_thread_start(struct wscache *c, struct wsspares *sp)
 {
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	sp->started = pthread_create(&sp->tid, NULL, spare_thread, c) == 0;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	sp->started = common_thread_start(&sp->tid, spare_thread, c) == 0;
 	if (!sp->started)
 		sp->stop = true; /* no spares then: file_new makes its own */
 }

@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/files.h"
+#include "common/thread.h"
 #include "workspace_i.h"
 
 /* --- small helpers ----------------------------------------------------------*/
@@ -189,11 +189,7 @@ int wscache_start(struct wscache *c)
 {
 	if (c->running)
 		return 0;
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	int rc = pthread_create(&c->thread, NULL, upload_thread, c);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	int rc = common_thread_start(&c->thread, upload_thread, c);
 	if (rc)
 		return -rc;
 	c->running = true;
