@@ -231,6 +231,14 @@ class Mount:
         for s in self.secrets:
             assert s not in out, "a secret appeared in the daemon's output"
 
+    def stats(self):
+        """.sandboxfs/stats as a dict: counters as int, other values as str."""
+        out = {}
+        for line in read(self.path(".sandboxfs", "stats")).splitlines():
+            k, _, v = line.partition(" ")
+            out[k] = int(v) if v.lstrip("-").isdigit() else v
+        return out
+
     def path(self, *parts):
         return self.mnt.joinpath(*parts)
 

@@ -16,11 +16,8 @@ READY = 16  # WS_SPARE_MAX
 
 
 def mstats(m):
-    out = {}
-    for line in mount.read(m.path(".sandboxfs", "stats")).splitlines():
-        k, _, v = line.partition(" ")
-        out[k] = v
-    return int(out["cache_files_made_ahead"]), int(out["cache_files_made_ahead_taken"])
+    s = m.stats()
+    return s["cache_files_made_ahead"], s["cache_files_made_ahead_taken"]
 
 
 def wait_ready(m, timeout=20):
