@@ -296,14 +296,14 @@ static void *fs_job_poll_main(void *arg)
 		bool idle = common_now_ms() - jb->want_ms > FS_JOB_IDLE_MS;
 		pthread_mutex_unlock(&m->lock);
 		struct backend_listing l;
-		int rc = fs_pieces_pass(m, p->url, jb->dir, jb->s, ended, &l);
-		if (rc == 0 && !ended) {
+		int rc = fs_pieces_pass(m, p->url, jb->dir, "", jb->s, ended, &l);
+		if (rc >= 0 && !ended) {
 			pthread_mutex_lock(&m->lock);
 			jb->checked_ms = common_now_ms();
 			pthread_mutex_unlock(&m->lock);
 			fs_job_markers(m, p->sb, jb, p->url, &l);
 		}
-		if (rc == 0)
+		if (rc >= 0)
 			backend_listing_clear(&l);
 		if (ended || (rc == -ENOENT && !ended)) {
 			/* everything there is (a directory gone: nothing more) */

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -38,7 +39,7 @@ void fs_spool_close(struct fs_spool *sp)
 	sp->fd = -1;
 }
 
-int fs_pieces_pass(struct fs_mount *m, const char *url, const char *dir,
+int fs_pieces_pass(struct fs_mount *m, const char *url, const char *dir, const char *prefix,
 		   struct fs_spool sp2[2], bool final, struct backend_listing *out)
 {
 	struct backend_listing l;
@@ -46,16 +47,21 @@ int fs_pieces_pass(struct fs_mount *m, const char *url, const char *dir,
 	enum backend_status st = backend_list(m->backend, url, dir, &l, &err);
 	if (st != BACKEND_OK)
 		return st == BACKEND_NOT_FOUND ? -ENOENT : -EIO;
+	size_t found = 0;
 	for (int i = 0; i < 2; i++) {
 		struct fs_spool *sp = &sp2[i];
-		const char *prefix = i ? "err." : "out.";
-		size_t k = 0; /* index among this stream's pieces */
+		char want[128];
+		int wl = snprintf(want, sizeof(want), "%s%s", prefix, i ? "err." : "out.");
+		if (wl < 0 || (size_t)wl >= sizeof(want))
+			break;
+		size_t k = 0; /* index among this stream's pieces (names sort in order) */
 		size_t npieces = 0;
 		for (size_t e = 0; e < l.count; e++)
-			npieces += strncmp(l.entries[e].name, prefix, 4) == 0;
+			npieces += strncmp(l.entries[e].name, want, (size_t)wl) == 0;
+		found += npieces;
 		for (size_t e = 0; e < l.count && !sp->truncated; e++) {
 			const struct backend_entry *en = &l.entries[e];
-			if (strncmp(en->name, prefix, 4) != 0)
+			if (strncmp(en->name, want, (size_t)wl) != 0)
 				continue;
 			size_t piece = k++;
 			if (piece < sp->piece)
@@ -99,5 +105,5 @@ int fs_pieces_pass(struct fs_mount *m, const char *url, const char *dir,
 		*out = l;
 	else
 		backend_listing_clear(&l);
-	return 0;
+	return found > INT32_MAX ? INT32_MAX : (int)found;
 }

@@ -1,6 +1,7 @@
 /*
  * spool_i.h — private to mount/: output split into pieces in a hidden
- * directory of the workspace (split -b FS_PIECE -a 5 into out.* and err.*),
+ * directory of the workspace (split -b FS_PIECE -a 5 into PREFIXout.* and
+ * PREFIXerr.*),
  * fetched into local spool files while it grows (spool.c).
  */
 #ifndef SANDBOXFS_MOUNT_SPOOL_I_H
@@ -28,12 +29,13 @@ struct fs_spool {
 int fs_spool_open(struct fs_mount *m, struct fs_spool *sp, const char *name);
 /* Closes and removes it. */
 void fs_spool_close(struct fs_spool *sp);
-/* One pass: lists dir and fetches into sp[0] (out.*) and sp[1] (err.*)
- * the pieces not yet whole (all of them when final: the writer ended),
- * up to -o max_output. Readers are woken (m->cond). With out, the listing
- * is handed over (the caller clears it). 0, -ENOENT when dir is not there,
- * -EIO when it could not be listed. */
-int fs_pieces_pass(struct fs_mount *m, const char *url, const char *dir,
+/* One pass: lists dir and fetches into sp[0] (PREFIXout.*) and sp[1]
+ * (PREFIXerr.*) the pieces not yet whole (all of them when final: the
+ * writer ended), up to -o max_output. Readers are woken (m->cond). With
+ * out, the listing is handed over (the caller clears it). The number of
+ * pieces listed (>= 0), -ENOENT when dir is not there, -EIO when it could
+ * not be listed. */
+int fs_pieces_pass(struct fs_mount *m, const char *url, const char *dir, const char *prefix,
 		   struct fs_spool sp[2], bool final, struct backend_listing *out);
 
 #endif

@@ -4,22 +4,30 @@
  *
  * /execute answers only at the end, with each stream cut at 1 MiB; /files
  * is not serialized by the seat. So a command is sent wrapped: its output
- * goes through split(1) into 1 MiB pieces in a hidden directory of the
- * workspace root (.sandboxfs-run.SEQ.NONCE, hidden by vfs/listing.c),
- * which a poller here lists and fetches twice a second, from the first
- * read of the output while the run lasts, into a spool file per stream (piece k at offset k MiB, so the growing last piece is
+ * goes through split(1) into 1 MiB pieces named OUT/SEQ.NONCE.out.* and
+ * .err.*, OUT being a hidden directory of the workspace root
+ * (.sandboxfs-out, made by the first run and kept, hidden by
+ * vfs/listing.c), which a poller here lists and fetches twice a second,
+ * from the first read of the output while the run lasts, into a spool
+ * file per stream (piece k at offset k MiB, so the growing last piece is
  * fetched again in place: a byte of output crosses the wire about once).
  * Readers read the spool; a read at its end waits for more or for the end.
  *
  * At the end, a run whose pieces fit the contract's answer (one piece a
- * stream) is printed back whole by the wrapper and its directory removed:
- * /execute carries it and no more requests are made. A longer one leaves
- * the directory and prints a marker instead; the mount fetches what it
- * has not, keeps the spool as the run's output, and deletes the directory.
- * A wrapper killed by the timeout or a signal (exit 124, 128+N) leaves the
- * directory too: the mount looks for it then. Where the directory cannot
- * be made (or split is missing) the command runs plainly. The exit code is the user's command's own: it runs in a subshell
- * whose status the wrapper exits with.
+ * stream) is printed back whole by the wrapper and its pieces removed:
+ * /execute carries it and no more requests are made. A run with no output
+ * leaves nothing to remove, and the workspace root is not touched: each
+ * process start counts (2-3 ms on a small VM, tests/bench/RESULTS.md), so
+ * a quiet command costs the command, two splits and the change list's
+ * find. A longer one moves its pieces into a directory of their own,
+ * OUT/SEQ.NONCE, and prints a marker instead; the mount fetches what it
+ * has not, keeps the spool as the run's output, and deletes the directory
+ * with one request. A wrapper killed by the timeout or a signal (exit 124,
+ * 128+N) leaves its pieces where they are: the mount looks in both places
+ * then, and deletes them one by one. Where OUT cannot be made (or split is
+ * missing) the command runs plainly. The exit code is the user's
+ * command's own: it runs in a subshell whose status the wrapper reads back
+ * from OUT/rc (one run at a time holds a sandbox's seat).
  */
 #include "node_i.h"
 #include "spool_i.h"
@@ -40,6 +48,11 @@
 #define FS_POLL_MS 500
 #define FS_MARKER "sandboxfs-stream "
 #define FS_CHANGED "sandboxfs-changed "
+/* Output pieces and the status file, kept between runs so that a run
+ * makes no directory (and changes nothing in the workspace root, which
+ * the change list would then report). */
+#define FS_OUT_DIR ".sandboxfs-out"
+#define FS_RC	   FS_OUT_DIR "/rc"
 /* What the command changed, listed by its own shell after it ran (for
  * workspace_note_changes): what find sees newer than a mark the end of the
  * previous command left (a mark made just before this one could share its
@@ -77,7 +90,8 @@ struct fs_stream {
 	struct fs_sandbox *sb;
 	char *id, *url;
 	uint64_t seq;
-	char dir[64];
+	char dir[64];	 /* OUT/SEQ.NONCE: the pieces' prefix; a long run's directory */
+	char prefix[48]; /* SEQ.NONCE.: the pieces' names start with it */
 	struct fs_spool s[2]; /* stdout, stderr */
 	pthread_t poller;
 	/* guarded by m->lock: the request left, the poller runs, the run
@@ -103,7 +117,9 @@ int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const
 	uint64_t nonce = 0;
 	if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce))
 		nonce = common_now_ms() ^ (uint64_t)(uintptr_t)s;
-	snprintf(s->dir, sizeof(s->dir), ".sandboxfs-run.%" PRIu64 ".%016" PRIx64, seq, nonce);
+	snprintf(s->prefix, sizeof(s->prefix), "%" PRIu64 ".%016" PRIx64 ".", seq, nonce);
+	snprintf(s->dir, sizeof(s->dir), FS_OUT_DIR "/%.*s", (int)strlen(s->prefix) - 1,
+		 s->prefix);
 	s->m = m;
 	s->sb = sb;
 	s->refs = 1;
@@ -143,26 +159,32 @@ int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const
 		      f);
 		goto done;
 	}
-	fputs("if command -v split >/dev/null 2>&1 && mkdir \"$__sfs_d\" 2>/dev/null; then\n"
+	fputs("if command -v split >/dev/null 2>&1 && { [ -d " FS_OUT_DIR " ] || mkdir " FS_OUT_DIR
+	      "; } 2>/dev/null && : >" FS_RC " 2>/dev/null; then\n"
 	      FS_MARK_INIT
 	      "{ { (\n",
 	      f);
 	fwrite(inner, 1, inner_len, f);
-	fprintf(f, "\n); echo $? >\"$__sfs_d/rc\"; } 2>&1 >&3 3>&- |"
-		   " split -b %d -a 5 - \"$__sfs_d/err.\"; } 3>&1 |"
-		   " split -b %d -a 5 - \"$__sfs_d/out.\"\n",
+	fprintf(f, "\n); echo $? >" FS_RC "; } 2>&1 >&3 3>&- |"
+		   " split -b %d -a 5 - \"$__sfs_d.err.\"; } 3>&1 |"
+		   " split -b %d -a 5 - \"$__sfs_d.out.\"\n",
 		FS_PIECE, FS_PIECE);
-	fputs("read __sfs_rc <\"$__sfs_d/rc\" || __sfs_rc=125\n"
-	      "set -- \"$__sfs_d\"/out.*; __sfs_o=$#; set -- \"$__sfs_d\"/err.*\n"
+	/* $__sfs_o and $# count the pieces (an unmatched glob stays itself);
+	 * rm, cat and the stat of the change list run only when needed */
+	fputs("read __sfs_rc <" FS_RC " || __sfs_rc=125\n"
+	      "set -- \"$__sfs_d\".out.*; [ -f \"$1\" ] || shift; __sfs_o=$#\n"
+	      "set -- \"$__sfs_d\".err.*; [ -f \"$1\" ] || shift\n"
 	      "if [ \"$__sfs_o\" -le 1 ] && [ $# -le 1 ]; then\n"
-	      "for __sfs_f in \"$__sfs_d\"/out.*; do [ -f \"$__sfs_f\" ] && cat \"$__sfs_f\"; "
-	      "done\n"
-	      "for __sfs_f in \"$__sfs_d\"/err.*; do [ -f \"$__sfs_f\" ] && cat \"$__sfs_f\" >&2; "
-	      "done\n"
+	      "[ \"$__sfs_o\" = 0 ] || cat \"$__sfs_d\".out.*\n"
+	      "[ $# = 0 ] || cat \"$@\" >&2\n"
+	      "[ \"$__sfs_o$#\" = 00 ] || rm -f \"$__sfs_d\".out.* \"$__sfs_d\".err.*\n"
 	      "printf '\\n%s\\n' \"" FS_CHANGED "$__sfs_d\"; " FS_FIND "\n"
-	      FS_MARK_NEXT "; rm -rf \"$__sfs_d\"\n"
-	      "else " FS_FIND " >\"$__sfs_d/changed\"; " FS_MARK_NEXT "; printf '%s' \"" FS_MARKER
-	      "$__sfs_d\"; fi\n"
+	      FS_MARK_NEXT "\n"
+	      /* the mark moves only once the list is kept */
+	      "elif mkdir \"$__sfs_d\" 2>/dev/null && mv -f -- \"$__sfs_d\".* \"$__sfs_d\"/ "
+	      "2>/dev/null; then " FS_FIND " >\"$__sfs_d/changed\"; " FS_MARK_NEXT "; printf '%s' \""
+	      FS_MARKER "$__sfs_d\"\n"
+	      "else printf '%s' \"" FS_MARKER "$__sfs_d\"; fi\n"
 	      "exit \"$__sfs_rc\"\n"
 	      "fi\n",
 	      f);
@@ -180,11 +202,11 @@ done:
 	return 0;
 }
 
-/* One pass over the run's directory (fs_pieces_pass). */
-static int fs_stream_pass(struct fs_stream *s, bool final)
+/* One pass while the run lasts, over OUT (fs_pieces_pass). */
+static void fs_stream_pass(struct fs_stream *s)
 {
-	/* not there, or not listed: the caller treats both alike */
-	return fs_pieces_pass(s->m, s->url, s->dir, s->s, final, NULL) < 0 ? -ENOENT : 0;
+	/* not there, or not listed: the next pass tries again */
+	(void)fs_pieces_pass(s->m, s->url, FS_OUT_DIR, s->prefix, s->s, false, NULL);
 }
 
 /* Polls while the run lasts: a pass at once (someone is reading), then
@@ -195,7 +217,7 @@ static void *fs_stream_main(void *arg)
 	pthread_mutex_lock(&s->lock);
 	while (!s->stop) {
 		pthread_mutex_unlock(&s->lock);
-		(void)fs_stream_pass(s, false);
+		fs_stream_pass(s);
 		pthread_mutex_lock(&s->lock);
 		struct timespec ts;
 		common_deadline_in(&ts, FS_POLL_MS);
@@ -320,6 +342,39 @@ static void fs_stream_file_changes(struct fs_stream *s)
 	fclose(f);
 }
 
+/* The rest of a run's pieces, at its end, and then they go: from the
+ * run's own directory when the wrapper moved them there (a long run: one
+ * DELETE), else from beside the others in OUT, one by one (a killed
+ * wrapper, or one that could not make the directory). The number of
+ * pieces found, or -errno. */
+static int fs_stream_collect(struct fs_stream *s, bool left)
+{
+	struct backend_error err;
+	int n = fs_pieces_pass(s->m, s->url, s->dir, s->prefix, s->s, true, NULL);
+	if (n >= 0) {
+		if (left)
+			fs_stream_file_changes(s);
+		(void)backend_file_delete(s->m->backend, s->url, s->dir, &err);
+		return n;
+	}
+	if (n != -ENOENT)
+		return n;
+	struct backend_listing l;
+	n = fs_pieces_pass(s->m, s->url, FS_OUT_DIR, s->prefix, s->s, true, &l);
+	if (n < 0)
+		return n;
+	size_t pl = strlen(s->prefix);
+	for (size_t e = 0; e < l.count; e++) {
+		if (strncmp(l.entries[e].name, s->prefix, pl) != 0)
+			continue;
+		char path[512];
+		snprintf(path, sizeof(path), FS_OUT_DIR "/%s", l.entries[e].name);
+		(void)backend_file_delete(s->m->backend, s->url, path, &err);
+	}
+	backend_listing_clear(&l);
+	return n;
+}
+
 int fs_stream_finish(struct fs_stream *s, enum backend_status st,
 		     struct backend_exec_result *res)
 {
@@ -338,14 +393,9 @@ int fs_stream_finish(struct fs_stream *s, enum backend_status st,
 		fs_stream_answer_changes(s, res);
 		return 0; /* the answer has it all (or the command ran plainly) */
 	}
-	/* the rest of the pieces, then the directory goes */
-	int rc = fs_stream_pass(s, true);
-	if (rc == -ENOENT && !left)
-		return 0; /* no directory: the answer has what there is */
-	if (left)
-		fs_stream_file_changes(s);
-	struct backend_error err;
-	(void)backend_file_delete(s->m->backend, s->url, s->dir, &err);
+	int rc = fs_stream_collect(s, left);
+	if (!left && (rc == 0 || rc == -ENOENT))
+		return 0; /* none of its pieces: the answer has what there is */
 	if (rc < 0)
 		return rc;
 	char *out = NULL, *errb = NULL;

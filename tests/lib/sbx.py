@@ -535,6 +535,21 @@ def delete(url, path):
     return Client(url).delete(path)
 
 
+def mount_files_left(url):
+    """What a mount's runs left in a sandbox's workspace, through the
+    contract: stdin uploads and per-run directories in the root, and in the
+    kept .sandboxfs-out directory (mount/stream.c) anything but its status
+    file `rc`. The change list's .sandboxfs-mark stays by design."""
+    root = [e["name"] for e in list_dir(url, "").json()["entries"]]
+    left = [n for n in root if n.startswith((".sandboxfs-run", ".sandboxfs-stdin"))]
+    if ".sandboxfs-out" in root:
+        r = list_dir(url, ".sandboxfs-out")
+        assert r.status == 200, r
+        left += [".sandboxfs-out/" + e["name"] for e in r.json()["entries"]
+                 if e["name"] != "rc"]
+    return left
+
+
 def set_faults(url, **faults):
     return Client(url).set_faults(**faults)
 

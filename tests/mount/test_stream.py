@@ -25,10 +25,8 @@ def start(d, command):
 
 
 def hidden_left(url):
-    """The mount's per-run files left in the workspace root (the mark of
-    the last command, .sandboxfs-mark, stays by design)."""
-    return [e["name"] for e in sbx.list_dir(url, "").json()["entries"]
-            if e["name"].startswith((".sandboxfs-run", ".sandboxfs-stdin"))]
+    """The mount's per-run files left in the workspace (sbx.mount_files_left)."""
+    return sbx.mount_files_left(url)
 
 
 def test_head_gets_the_first_lines_before_the_command_ends(sandbox, orch):
@@ -175,6 +173,8 @@ def test_timeout_and_signals_keep_their_meaning(sandbox, orch):
     sh(f"echo 'echo x; kill -TERM $$' > {d}/ctl", check=True)
     assert mount.read(d / "stdout") == "x\n"
     assert mount.read(d / "exit") == "143\n"
+    # a killed wrapper never removed its pieces: the mount did, one by one
+    assert hidden_left(sandbox_url(orch, "sbx1")) == []
 
 
 def test_tail_f_started_before_the_first_byte(sandbox, orch):
