@@ -68,20 +68,23 @@
  * seconds, so a file changed in the same second as the mark would never be
  * listed: there (find is a link to busybox, noted once in the mark as "b")
  * the mark is dated one second back, and what changed in that second is
- * listed again, harmlessly. Elsewhere it costs a builtin read. */
+ * listed again, harmlessly. Elsewhere it costs a builtin read. GNU find
+ * compares the change time (-cnewer), so a chmod or a touch into the past
+ * is listed too; BusyBox's has -newer only (the modification time). */
 #define FS_MARK_INIT                                                                     \
 	"[ -f " FS_MARK " ] || { { [ -L \"$(command -v find)\" ] && echo b || :; } >" FS_MARK \
 	"; touch -t 200001010000 " FS_MARK "; } 2>/dev/null\n"                                  \
-	"read __sfs_k <" FS_MARK " 2>/dev/null || __sfs_k=\n"
+	"read __sfs_k <" FS_MARK " 2>/dev/null || __sfs_k=\n"                                  \
+	"__sfs_n=-cnewer; [ \"$__sfs_k\" != b ] || __sfs_n=-newer\n"
 #define FS_MARK_NEXT                                                                     \
 	"if [ \"$__sfs_k\" = b ]; then echo b >" FS_MARK "; touch -d \"@$(($(date +%s)-1))\" " \
 	FS_MARK "; else : >" FS_MARK "; fi 2>/dev/null"
 /* Without parentheses: BusyBox's find never runs an "-exec {} +" inside
  * "\( \)" (tests/mount/test_busybox.py). */
 #define FS_FIND                                                                          \
-	"find . -name '.sandboxfs-*' -prune -o -newer " FS_MARK " -type l -exec sh -c "       \
+	"find . -name '.sandboxfs-*' -prune -o $__sfs_n " FS_MARK " -type l -exec sh -c "     \
 	"'for f; do stat -c \"%f %Y %s %n\" \"$f\" && { readlink -n -- \"$f\"; echo; }; "   \
-	"done' sh {} + -o -newer " FS_MARK " ! -type l -exec stat -c '%f %Y %s %n' {} + "      \
+	"done' sh {} + -o $__sfs_n " FS_MARK " ! -type l -exec stat -c '%f %Y %s %n' {} + "    \
 	"2>/dev/null"
 
 

@@ -76,6 +76,18 @@ def test_modes_and_times_a_command_set_show_at_once(sandbox, orch):
     assert not [n for n in os.listdir(ws) if n.startswith(".sandboxfs-")]
 
 
+def test_a_chmod_or_touch_alone_shows_too(sandbox, orch):
+    """Neither moves a file's modification time past the mark: GNU find's
+    -cnewer (the change time) lists them all the same."""
+    d, ws = sandbox, sandbox / "workspace"
+    ctl(d, "echo a > a.sh && echo b > b.txt")
+    assert os.stat(ws / "a.sh").st_mode & 0o777 == 0o644
+    time.sleep(1.2)
+    ctl(d, "chmod 755 a.sh && touch -d @1500000000 b.txt")
+    assert os.stat(ws / "a.sh").st_mode & 0o777 == 0o755
+    assert os.stat(ws / "b.txt").st_mtime == 1500000000
+
+
 def test_with_stream_no_too(tmp_path, orch):
     m = mount.Mount(tmp_path, server=orch, opts=["stream=no"]).start()
     try:

@@ -67,6 +67,9 @@ def test_a_change_is_listed_with_its_stat(logged):
     d, srv, log = logged
     started(log, "true", d)
     assert started(log, "echo x > made", d) == ["find", "split", "split", "stat"]
+    # the sandbox's own mode comes through the change list
+    assert started(log, "chmod 754 made", d) == ["find", "split", "split", "stat"]
+    assert os.stat(d / "workspace" / "made").st_mode & 0o777 == 0o754
 
 
 def test_long_output_moves_into_a_directory_deleted_at_once(logged):
