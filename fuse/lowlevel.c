@@ -45,6 +45,35 @@ bool fs_ll_interrupted(void)
 	return ll_current && fuse_req_interrupted(ll_current);
 }
 
+/* What watch_interrupt registered: a thread's own slot, which libfuse's
+ * INTERRUPT handler reads from its thread while it is registered. */
+struct ll_watch {
+	void (*wake)(void *arg);
+	void *arg;
+};
+static __thread struct ll_watch ll_watch_slot;
+
+/* Called by libfuse with the request's lock held: wake must only take
+ * locks the waiter does not hold while it registers (mount/command.c). */
+static void ll_interrupt_wake(fuse_req_t req, void *data)
+{
+	(void)req;
+	struct ll_watch *w = data;
+	w->wake(w->arg);
+}
+
+static void ll_watch_interrupt(void (*wake)(void *arg), void *arg)
+{
+	if (!ll_current)
+		return;
+	if (!wake) {
+		fuse_req_interrupt_func(ll_current, NULL, NULL);
+		return;
+	}
+	ll_watch_slot = (struct ll_watch){.wake = wake, .arg = arg};
+	fuse_req_interrupt_func(ll_current, ll_interrupt_wake, &ll_watch_slot);
+}
+
 void ll_serving(fuse_req_t req)
 {
 	ll_current = req;
@@ -617,6 +646,7 @@ static bool ll_exited(struct fs_mount *m)
 
 const struct fs_kernel_ops fs_kernel_fuse = {
     .interrupted = fs_ll_interrupted,
+    .watch_interrupt = ll_watch_interrupt,
     .exited = ll_exited,
     .invalidate_path = fs_ll_invalidate_path,
     .invalidate_tree = fs_ll_invalidate_tree,

@@ -40,6 +40,7 @@ struct fs_exec {
 	bool internal;
 	struct workspace *seat_ws; /* told of the seat, told again when it frees */
 	/* guarded by m->lock */
+	pthread_cond_t done_cv; /* the writer waits on it alone (fs_exec_wait) */
 	int refs;
 	bool done;
 	int result;    /* 0 or -errno for the writer */
@@ -58,7 +59,47 @@ static void fs_exec_put(struct fs_exec *ex)
 	free(ex->send);
 	fs_stream_put(ex->m, ex->stream);
 	free(ex->url);
+	pthread_cond_destroy(&ex->done_cv);
 	free(ex);
+}
+
+/* The writer's wait backstop: an interrupt wakes it at once
+ * (watch_interrupt), the end of the session within this. */
+#define FS_EXEC_WAIT_MS 500
+
+static void fs_exec_wake(void *arg)
+{
+	struct fs_exec *ex = arg;
+	atomic_fetch_add(&ex->m->n.interrupts_delivered, 1);
+	pthread_mutex_lock(&ex->m->lock);
+	pthread_cond_broadcast(&ex->done_cv);
+	pthread_mutex_unlock(&ex->m->lock);
+}
+
+/* Waits for the run's end; -EINTR when the write was interrupted or the
+ * mount is going away. The writer sleeps on its own condition: hundreds
+ * of writers at once on the mount's m->cond, woken by every broadcast and
+ * every 50 ms, kept m->lock so busy that opens of ctl waited seconds. */
+static int fs_exec_wait(struct fs_mount *m, struct fs_exec *ex, bool interruptible)
+{
+	bool watch = interruptible && m->kernel && m->kernel->watch_interrupt;
+	if (watch)
+		m->kernel->watch_interrupt(fs_exec_wake, ex);
+	int rc = 0;
+	pthread_mutex_lock(&m->lock);
+	while (!ex->done) {
+		if (interruptible && fs_should_stop_waiting(m)) {
+			rc = -EINTR;
+			break;
+		}
+		struct timespec ts;
+		common_deadline_in(&ts, watch ? FS_EXEC_WAIT_MS : 50);
+		pthread_cond_timedwait(&ex->done_cv, &m->lock, &ts);
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (watch)
+		m->kernel->watch_interrupt(NULL, NULL);
+	return rc;
 }
 
 /* Stores one stream: inline when small, else a durable file under
@@ -330,6 +371,7 @@ static void fs_exec_finish(struct fs_exec *ex, enum backend_status st,
 	if (sb->busy && sb->busy_seq == ex->seq)
 		sb->busy = false;
 	ex->done = true;
+	pthread_cond_broadcast(&ex->done_cv);
 	ex->result = result;
 	ex->exit_code = st == BACKEND_OK ? res->exit_code : -1;
 	if (status == FS_RUN_EXITED || status == FS_RUN_TIMEOUT)
@@ -593,6 +635,7 @@ int fs_command_run_opts(struct fs_mount *m, struct fs_sandbox *sb, const char *c
 	ex->internal = internal;
 	ex->seat_ws = seat_ws;
 	ex->refs = 2;
+	common_cond_init(&ex->done_cv);
 
 	if (nested || fs_worker_start(m, fs_exec_main, ex) != 0) {
 		/* nested, or no thread: run it here, uninterruptibly */
@@ -600,15 +643,12 @@ int fs_command_run_opts(struct fs_mount *m, struct fs_sandbox *sb, const char *c
 		fs_exec_main(ex);
 	}
 
-	pthread_mutex_lock(&m->lock);
-	while (!ex->done) {
-		if (fs_wait_step(m, interruptible) < 0) {
-			pthread_mutex_unlock(&m->lock);
-			atomic_fetch_add(&m->n.interrupted_writes, 1);
-			fs_exec_put(ex);
-			return -EINTR;
-		}
+	if (fs_exec_wait(m, ex, interruptible) < 0) {
+		atomic_fetch_add(&m->n.interrupted_writes, 1);
+		fs_exec_put(ex);
+		return -EINTR;
 	}
+	pthread_mutex_lock(&m->lock);
 	rc = ex->result;
 	pthread_mutex_unlock(&m->lock);
 	fs_exec_put(ex);

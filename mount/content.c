@@ -285,6 +285,7 @@ static int fs_render_stats_text(struct fs_mount *m, char **buf, size_t *len)
 	C(busy_refused);
 	C(efbig_refused);
 	C(interrupted_writes);
+	C(interrupts_delivered);
 	C(waits);
 	C(creates);
 	C(create_failures);

@@ -123,7 +123,7 @@ struct fs_sandbox {
 
 struct fs_counters {
 	atomic_uint_fast64_t commands, commands_exited, commands_unknown, commands_failed,
-	    busy_refused, efbig_refused, interrupted_writes, waits, creates,
+	    busy_refused, efbig_refused, interrupted_writes, interrupts_delivered, waits, creates,
 	    create_failures, deletes, delete_failures, attaches, detaches, list_refreshes,
 	    list_errors, ctl_writes, keepalives, keepalive_errors,
 	    kernel_epochs; /* name-cache epochs sent to the kernel after commands */
@@ -135,6 +135,12 @@ struct fs_mount;
  * ended, and what the kernel must forget after a command. */
 struct fs_kernel_ops {
 	bool (*interrupted)(void);
+	/* Calls wake(arg), from another thread, when the request the calling
+	 * thread serves is interrupted (at once when it already was);
+	 * watch_interrupt(NULL, NULL) ends that, and once it returns wake is
+	 * not running. A no-op on a thread that serves no request. So a long
+	 * wait sleeps without polling interrupted(). */
+	void (*watch_interrupt)(void (*wake)(void *arg), void *arg);
 	bool (*exited)(struct fs_mount *m);
 	/* the attributes and pages of one path */
 	void (*invalidate_path)(struct fs_mount *m, const char *path);

@@ -158,7 +158,8 @@ print(n, ctypes.get_errno(), flush=True)
 """
 
 
-def test_interrupted_write_is_eintr_and_the_result_is_kept(sandbox, orch):
+def test_interrupted_write_is_eintr_and_the_result_is_kept(sandbox, orch, mnt):
+    before = mnt.stats()
     w = subprocess.Popen(["/usr/bin/python3", "-c", WRITER, str(sandbox / "ctl"),
                           "sleep 2; echo kept; exit 5"], stdout=subprocess.PIPE, text=True)
     assert w.stdout.readline() == "start\n"
@@ -167,6 +168,10 @@ def test_interrupted_write_is_eintr_and_the_result_is_kept(sandbox, orch):
     out = w.communicate(timeout=5)[0].split()
     assert out == ["-1", str(errno.EINTR)]
     assert mount.read(sandbox / "status") == "running\n"
+    # the kernel's interrupt woke the waiting writer (it does not poll)
+    after = mnt.stats()
+    assert after["interrupted_writes"] - before["interrupted_writes"] == 1
+    assert after["interrupts_delivered"] - before["interrupts_delivered"] == 1
     assert mount.read(sandbox / "exit") == "5\n"  # waits, then the result
     assert mount.read(sandbox / "stdout") == "kept\n"
     assert mount.read(sandbox / "runs/1/status") == "exited\n"
