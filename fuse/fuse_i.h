@@ -87,6 +87,15 @@ void fs_ll_gate_close(void);
  * the gate is closed; else true with the gate entered. */
 bool fs_ll_reply_gate(fuse_req_t req);
 
+/* --- parallel lookups and readdirs in a directory (dirops.c) --------------*/
+/* After fuse_session_mount: the session's reads and writes go through
+ * dirops.c, which asks the kernel for FUSE_PARALLEL_DIROPS in the INIT
+ * reply where libfuse leaves it out. 0 or -errno (then all stays as
+ * libfuse does it). */
+int fs_dirops_parallel(struct fuse_session *se);
+/* Whether the INIT reply asked for it (the kernel offered it). */
+bool fs_dirops_parallel_on(void);
+
 /* The kernel side as the model sees it (struct fs_kernel_ops). */
 extern const struct fs_kernel_ops fs_kernel_fuse;
 

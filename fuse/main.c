@@ -439,6 +439,10 @@ int main(int argc, char *argv[])
 	struct fuse_session *se = fs_session(m);
 	if (fuse_session_mount(se, m->opt.mountpoint) != 0)
 		goto out_ws;
+	int drc = fs_dirops_parallel(se);
+	if (drc < 0)
+		fs_log("parallel directory operations: %s; lookups in a directory wait "
+		       "for each other", strerror(-drc));
 	if (fuse_daemonize(m->opt.foreground) != 0)
 		goto out_unmount;
 	if (fuse_set_signal_handlers(se) != 0)
