@@ -52,7 +52,7 @@ static void htab_grow(struct htab *t)
 		struct hlink *l = t->b[i];
 		while (l) {
 			struct hlink *next = l->next;
-			size_t k = hash_str(l->key) & (nb - 1);
+			size_t k = l->hash & (nb - 1);
 			l->next = b[k];
 			b[k] = l;
 			l = next;
@@ -65,7 +65,8 @@ static void htab_grow(struct htab *t)
 
 void htab_add(struct htab *t, struct hlink *l)
 {
-	size_t i = hash_str(l->key) & (t->nb - 1);
+	l->hash = hash_str(l->key);
+	size_t i = l->hash & (t->nb - 1);
 	l->next = t->b[i];
 	t->b[i] = l;
 	if (++t->n > t->nb)
@@ -74,7 +75,7 @@ void htab_add(struct htab *t, struct hlink *l)
 
 void htab_del(struct htab *t, struct hlink *l)
 {
-	size_t i = hash_str(l->key) & (t->nb - 1);
+	size_t i = l->hash & (t->nb - 1);
 	for (struct hlink **p = &t->b[i]; *p; p = &(*p)->next)
 		if (*p == l) {
 			*p = l->next;
@@ -85,9 +86,9 @@ void htab_del(struct htab *t, struct hlink *l)
 
 struct hlink *htab_find(const struct htab *t, const char *key)
 {
-	size_t i = hash_str(key) & (t->nb - 1);
-	for (struct hlink *l = t->b[i]; l; l = l->next)
-		if (strcmp(l->key, key) == 0)
+	size_t h = hash_str(key);
+	for (struct hlink *l = t->b[h & (t->nb - 1)]; l; l = l->next)
+		if (l->hash == h && strcmp(l->key, key) == 0)
 			return l;
 	return NULL;
 }

@@ -7,8 +7,11 @@
  * short chains. If a larger array cannot be allocated the table keeps the
  * old one: lookups stay correct, only slower. It never shrinks, so a
  * caller walking the buckets (b[0..nb)) may delete the link it stands on;
- * adding while walking is not allowed (it may rehash). Not thread-safe:
- * its owner's lock guards it.
+ * adding while walking is not allowed (it may rehash). Each link keeps
+ * its key's hash: a growth and a delete never read a key again, and a
+ * lookup compares strings only where the hashes match (keys are paths,
+ * and a tree walk adds and finds tens of thousands of them). Not
+ * thread-safe: its owner's lock guards it.
  */
 #ifndef SANDBOXFS_COMMON_HTAB_H
 #define SANDBOXFS_COMMON_HTAB_H
@@ -18,6 +21,7 @@
 struct hlink {
 	struct hlink *next;
 	const char *key; /* owned by the containing object */
+	size_t hash;	 /* of key, set by htab_add */
 };
 
 struct htab {

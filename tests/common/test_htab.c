@@ -1,7 +1,8 @@
 /*
  * test_htab.c — the intrusive hash table (common/htab.h):
  * starts small, grows as keys are added, and finds every key before and
- * after half of them are deleted. No server, no mount.
+ * after half of them are deleted; a growth or a delete uses the hash each
+ * link keeps and never reads a key again. No server, no mount.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +81,35 @@ int main(void)
 	CHECK_EQ(walked, NKEYS / 2);
 	CHECK_EQ(t.n, 0);
 	CHECK(find(&t, items[1].key) == NULL);
+
+	/* Growth and delete never read a key: with every key overwritten in
+	 * place (a rehash of what it reads would put each link in a wrong
+	 * bucket), the table doubles several times, then the keys come back
+	 * and are all found, and deleted. */
+	htab_free(&t);
+	CHECK_EQ(htab_init(&t, 0), 0);
+	for (size_t i = 0; i < 1000; i++) {
+		snprintf(items[i].key, sizeof(items[i].key), "keep/%zu", i);
+		htab_add(&t, &items[i].h);
+	}
+	size_t nb1 = t.nb;
+	for (size_t i = 0; i < 1000; i++)
+		memset(items[i].key, 'x', 8);
+	for (size_t i = 1000; i < 20000; i++) {
+		snprintf(items[i].key, sizeof(items[i].key), "grow/%zu", i);
+		htab_add(&t, &items[i].h);
+	}
+	CHECK(t.nb >= nb1 * 8);
+	size_t back = 0;
+	for (size_t i = 0; i < 1000; i++) {
+		snprintf(items[i].key, sizeof(items[i].key), "keep/%zu", i);
+		back += find(&t, items[i].key) == &items[i];
+		memset(items[i].key, 'y', 8);
+		htab_del(&t, &items[i].h);
+	}
+	CHECK_EQ(back, 1000);
+	CHECK_EQ(t.n, 19000);
+	CHECK(find(&t, "grow/1000") == &items[1000]);
 
 	htab_free(&t);
 	free(items);
