@@ -65,11 +65,28 @@ static int ll_table_init(void)
 	return 0;
 }
 
+/* v in lowercase hex as "%" PRIx64 prints it, at out (17 bytes or more);
+ * the length. By hand: every request and every listed name formats one,
+ * and the printf family showed in the profile of a tree walk. */
+static size_t ll_hex(char *out, uint64_t v)
+{
+	char tmp[16];
+	size_t n = 0;
+	do {
+		tmp[n++] = "0123456789abcdef"[v & 15];
+		v >>= 4;
+	} while (v);
+	for (size_t i = 0; i < n; i++)
+		out[i] = tmp[n - 1 - i];
+	out[n] = '\0';
+	return n;
+}
+
 /* ll.lock held. */
 static struct ll_node *ll_node_of(fuse_ino_t ino)
 {
 	char key[24];
-	snprintf(key, sizeof(key), "%" PRIx64, (uint64_t)ino);
+	ll_hex(key, (uint64_t)ino);
 	struct hlink *l = htab_find(&ll.by_ino, key);
 	return l ? htab_entry(l, struct ll_node, by_ino) : NULL;
 }
@@ -83,20 +100,37 @@ mode_t ll_type(fuse_ino_t ino)
 	return type;
 }
 
+/* "PARENT/name" (PARENT in hex) into buf of size cap, or a new string
+ * when it does not fit (buf NULL: always new); NULL when out of memory. */
+static char *ll_name_key_in(char *buf, size_t cap, fuse_ino_t parent, const char *name)
+{
+	char hex[24];
+	size_t hl = ll_hex(hex, (uint64_t)parent);
+	size_t nl = strlen(name);
+	char *k = buf && hl + 1 + nl < cap ? buf : malloc(hl + 1 + nl + 1);
+	if (!k)
+		return NULL;
+	memcpy(k, hex, hl);
+	k[hl] = '/';
+	memcpy(k + hl + 1, name, nl + 1);
+	return k;
+}
+
 static char *ll_name_key(fuse_ino_t parent, const char *name)
 {
-	char *k = NULL;
-	return asprintf(&k, "%" PRIx64 "/%s", (uint64_t)parent, name) < 0 ? NULL : k;
+	return ll_name_key_in(NULL, 0, parent, name);
 }
 
 /* The named child of parent, or NULL. ll.lock held. */
 static struct ll_node *ll_child(fuse_ino_t parent, const char *name)
 {
-	char *k = ll_name_key(parent, name);
+	char buf[256];
+	char *k = ll_name_key_in(buf, sizeof(buf), parent, name);
 	if (!k)
 		return NULL;
 	struct hlink *l = htab_find(&ll.by_name, k);
-	free(k);
+	if (k != buf)
+		free(k);
 	return l ? htab_entry(l, struct ll_node, by_name) : NULL;
 }
 
@@ -189,7 +223,7 @@ fuse_ino_t ll_remember(fuse_ino_t parent_ino, const char *name, mode_t st_mode)
 			goto out;
 		n->ino = ll.next_ino++;
 		n->type = st_mode & S_IFMT;
-		snprintf(n->ino_key, sizeof(n->ino_key), "%" PRIx64, (uint64_t)n->ino);
+		ll_hex(n->ino_key, (uint64_t)n->ino);
 		n->by_ino.key = n->ino_key;
 		if (ll_name(n, parent, name) < 0) {
 			free(n);

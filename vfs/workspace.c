@@ -90,9 +90,14 @@ char *ws_join(const char *a, const char *b)
 {
 	if (!a[0])
 		return strdup(b);
-	char *s = NULL;
-	if (asprintf(&s, "%s/%s", a, b) < 0)
+	/* by hand: a tree walk joins one per listed name */
+	size_t al = strlen(a), bl = strlen(b);
+	char *s = malloc(al + 1 + bl + 1);
+	if (!s)
 		return NULL;
+	memcpy(s, a, al);
+	s[al] = '/';
+	memcpy(s + al + 1, b, bl + 1);
 	return s;
 }
 
