@@ -215,8 +215,15 @@ static void fs_invalidate_results(struct fs_mount *m, struct fs_sandbox *sb)
 	m->kernel->invalidate_path(m, path);
 }
 
+/* What the kernel holds of the workspace and the command may have
+ * changed. With the run's whole change list and no directory in it, no
+ * name came, went or changed type: the kernel forgets the attributes and
+ * pages of the files listed and keeps every name, here and in every other
+ * sandbox (a new name-cache epoch is the whole mount's: at hundreds of
+ * commands a second, every lookup anywhere went to the daemon again).
+ * Else it forgets everything it holds under the workspace, names too. */
 static void fs_invalidate_workspace(struct fs_mount *m, struct fs_sandbox *sb,
-				    struct workspace *ws)
+				    struct workspace *ws, const struct ws_changes *chg)
 {
 	if (atomic_load(&m->stopping))
 		return;
@@ -224,7 +231,17 @@ static void fs_invalidate_workspace(struct fs_mount *m, struct fs_sandbox *sb,
 		workspace_invalidate(ws);
 	if (!m->kernel || atomic_load(&m->stopping))
 		return;
-	char path[512];
+	char path[4200];
+	if (chg && chg->whole && !chg->dirs && !chg->many) {
+		for (size_t i = 0; i < chg->nfiles; i++) {
+			int n = snprintf(path, sizeof(path), "/%s/workspace/%s", sb->id,
+					 chg->files[i]);
+			if (n > 0 && (size_t)n < sizeof(path))
+				m->kernel->invalidate_path(m, path);
+		}
+		atomic_fetch_add(&m->n.precise_invalidations, 1);
+		return;
+	}
 	snprintf(path, sizeof(path), "/%s/workspace", sb->id);
 	m->kernel->invalidate_tree(m, path);
 }
@@ -362,7 +379,8 @@ static void fs_exec_finish(struct fs_exec *ex, enum backend_status st,
 	 * command, and a script reads them right after its write. */
 	fs_invalidate_results(m, sb);
 	if (!ex->internal && st != BACKEND_NOT_SENT)
-		fs_invalidate_workspace(m, sb, ws);
+		fs_invalidate_workspace(m, sb, ws,
+					st == BACKEND_OK ? fs_stream_changes(ex->stream) : NULL);
 
 	/* The command is over: the workspace's retries may go on (the seat
 	 * count is the workspace's own, so no order with the model's). */

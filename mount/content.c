@@ -299,6 +299,7 @@ static int fs_render_stats_text(struct fs_mount *m, char **buf, size_t *len)
 	C(keepalive_errors);
 	C(ctl_writes);
 	C(kernel_epochs);
+	C(precise_invalidations);
 #undef C
 	fprintf(f, "command_threads %d\n", atomic_load(&m->workers));
 	fprintf(f, "journal_bytes %" PRIu64 "\n", journal_size(m->journal));

@@ -126,7 +126,8 @@ struct fs_counters {
 	    busy_refused, efbig_refused, interrupted_writes, interrupts_delivered, waits, creates,
 	    create_failures, deletes, delete_failures, attaches, detaches, list_refreshes,
 	    list_errors, ctl_writes, keepalives, keepalive_errors,
-	    kernel_epochs; /* name-cache epochs sent to the kernel after commands */
+	    kernel_epochs, /* name-cache epochs sent to the kernel after commands */
+	    precise_invalidations; /* commands whose change list spared the names */
 };
 
 struct fs_mount;
@@ -423,6 +424,10 @@ void fs_stream_start(struct fs_stream *s);
  * directory). 0 or -errno (res then keeps the answer's own). */
 int fs_stream_finish(struct fs_stream *s, enum backend_status st,
 		     struct backend_exec_result *res);
+/* After fs_stream_finish: what the run's change list says the kernel must
+ * forget, or NULL when no whole list came (the kernel then forgets all it
+ * holds of the workspace). */
+const struct ws_changes *fs_stream_changes(const struct fs_stream *s);
 /* Drops one hold (m->lock NOT held). */
 void fs_stream_put(struct fs_mount *m, struct fs_stream *s);
 /* The bytes of stdout (which 0) or stderr (1) read so far (m->lock held). */

@@ -86,6 +86,10 @@
 	"'for f; do stat -c \"%f %Y %s %n\" \"$f\" && { readlink -n -- \"$f\"; echo; }; "   \
 	"done' sh {} + -o $__sfs_n " FS_MARK " ! -type l -exec stat -c '%f %Y %s %n' {} + "    \
 	"2>/dev/null"
+/* The list, then a last line when find ran to the end (and exited 0):
+ * only a list that says so lets the mount forget less than all it holds
+ * of the workspace (struct ws_changes). */
+#define FS_LIST "{ " FS_FIND " && echo " WS_CHANGES_END "; }"
 
 
 struct fs_stream {
@@ -105,6 +109,8 @@ struct fs_stream {
 	bool stop;
 	int refs; /* the run's, and readers' (guarded by m->lock) */
 	bool plain; /* -o stream=no: no pieces, only the change list */
+	struct ws_changes chg; /* the change list's summary (fs_stream_finish) */
+	bool chg_known;
 };
 
 static void fs_stream_free(struct fs_stream *s);
@@ -157,7 +163,7 @@ int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const
 		      f);
 		fwrite(inner, 1, inner_len, f);
 		fputs("\n); __sfs_rc=$?\n"
-		      "printf '\\n%s\\n' \"" FS_CHANGED "$__sfs_d\"; " FS_FIND "\n"
+		      "printf '\\n%s\\n' \"" FS_CHANGED "$__sfs_d\"; " FS_LIST "\n"
 		      FS_MARK_NEXT "; exit \"$__sfs_rc\"\n",
 		      f);
 		goto done;
@@ -181,11 +187,11 @@ int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const
 	      "[ \"$__sfs_o\" = 0 ] || cat \"$__sfs_d\".out.*\n"
 	      "[ $# = 0 ] || cat \"$@\" >&2\n"
 	      "[ \"$__sfs_o$#\" = 00 ] || rm -f \"$__sfs_d\".out.* \"$__sfs_d\".err.*\n"
-	      "printf '\\n%s\\n' \"" FS_CHANGED "$__sfs_d\"; " FS_FIND "\n"
+	      "printf '\\n%s\\n' \"" FS_CHANGED "$__sfs_d\"; " FS_LIST "\n"
 	      FS_MARK_NEXT "\n"
 	      /* the mark moves only once the list is kept */
 	      "elif mkdir \"$__sfs_d\" 2>/dev/null && mv -f -- \"$__sfs_d\".* \"$__sfs_d\"/ "
-	      "2>/dev/null; then " FS_FIND " >\"$__sfs_d/changed\"; " FS_MARK_NEXT "; printf '%s' \""
+	      "2>/dev/null; then " FS_LIST " >\"$__sfs_d/changed\"; " FS_MARK_NEXT "; printf '%s' \""
 	      FS_MARKER "$__sfs_d\"\n"
 	      "else printf '%s' \"" FS_MARKER "$__sfs_d\"; fi\n"
 	      "exit \"$__sfs_rc\"\n"
@@ -297,9 +303,15 @@ static int fs_spool_output(struct fs_stream *s, int i, char **data, size_t *len)
 static void fs_stream_apply(struct fs_stream *s, const char *list, size_t len)
 {
 	struct workspace *ws = fs_sandbox_workspace(s->m, s->sb);
-	if (ws && len) {
-		(void)workspace_note_changes(ws, list, len);
+	if (ws) {
+		(void)workspace_note_changes(ws, list, len, &s->chg);
+		s->chg_known = s->chg.whole;
 	}
+}
+
+const struct ws_changes *fs_stream_changes(const struct fs_stream *s)
+{
+	return s && s->chg_known ? &s->chg : NULL;
 }
 
 /* Output that fit the answer: its stdout ends with the change list after
@@ -319,7 +331,10 @@ static void fs_stream_answer_changes(struct fs_stream *s, struct backend_exec_re
 	if (!at)
 		return;
 	size_t keep = (size_t)(at - res->out);
+	bool cut = res->truncated; /* the list may end early at a whole line */
 	fs_stream_apply(s, at + n, res->out_len - keep - (size_t)n);
+	if (cut)
+		s->chg_known = false;
 	res->out_len = keep;
 	res->out[keep] = '\0';
 	res->truncated = false;
@@ -425,6 +440,7 @@ static void fs_stream_free(struct fs_stream *s)
 	fs_stream_stop(s);
 	for (int i = 0; i < 2; i++)
 		fs_spool_close(&s->s[i]);
+	ws_changes_clear(&s->chg);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cv);
 	free(s->id);

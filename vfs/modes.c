@@ -275,10 +275,46 @@ int workspace_before_command(struct workspace *ws, char *why, size_t whylen)
 	return 0;
 }
 
-size_t workspace_note_changes(struct workspace *ws, const char *list, size_t len)
+void ws_changes_clear(struct ws_changes *sum)
 {
-	if (!ws)
+	for (size_t i = 0; i < sum->nfiles; i++)
+		free(sum->files[i]);
+	memset(sum, 0, sizeof(*sum));
+}
+
+/* One listed name for the summary: a directory or link (or the root)
+ * means names may have changed; a regular file is kept by path. */
+static void changes_add(struct ws_changes *sum, unsigned mode, const char *path)
+{
+	if (!sum)
+		return;
+	if (!S_ISREG(mode)) {
+		sum->dirs = true;
+		return;
+	}
+	char *p = sum->nfiles < WS_CHANGES_FILES ? strdup(path) : NULL;
+	if (p)
+		sum->files[sum->nfiles++] = p;
+	else
+		sum->many = true;
+}
+
+size_t workspace_note_changes(struct workspace *ws, const char *list, size_t len,
+			      struct ws_changes *sum)
+{
+	if (sum) {
+		ws_changes_clear(sum);
+		/* the wrapper's last line, after find's: it ran to the end */
+		size_t el = strlen(WS_CHANGES_END);
+		sum->whole = len >= el + 1 && list[len - 1] == '\n' &&
+			     memcmp(list + len - 1 - el, WS_CHANGES_END, el) == 0 &&
+			     (len == el + 1 || list[len - el - 2] == '\n');
+	}
+	if (!ws) {
+		if (sum)
+			sum->dirs = true;
 		return 0;
+	}
 	size_t taken = 0;
 	struct wslinkrec *recs = NULL;
 	size_t nrecs = 0;
@@ -291,15 +327,21 @@ size_t workspace_note_changes(struct workspace *ws, const char *list, size_t len
 		if (!nl)
 			break; /* a cut last line */
 		char buf[4200];
-		if (n >= sizeof(buf))
+		if (n >= sizeof(buf)) {
+			if (sum)
+				sum->dirs = true;
 			continue;
+		}
 		memcpy(buf, line, n);
 		buf[n] = '\0';
 		unsigned mode;
 		long long mtime, size;
 		int at = 0;
-		if (sscanf(buf, "%x %lld %lld %n", &mode, &mtime, &size, &at) != 3 || !at)
+		if (sscanf(buf, "%x %lld %lld %n", &mode, &mtime, &size, &at) != 3 || !at) {
+			if (sum && strcmp(buf, WS_CHANGES_END) != 0)
+				sum->dirs = true; /* not understood: forget everything */
 			continue;
+		}
 		/* A link's line is followed by one of its target, whose
 		 * length is the link's size (a target holding a newline
 		 * does not match it and is not taken). */
@@ -319,11 +361,13 @@ size_t workspace_note_changes(struct workspace *ws, const char *list, size_t len
 			}
 		}
 		const char *path = buf + at;
-		if (strncmp(path, "./", 2) != 0 || !path[2])
-			continue; /* "." itself, or not find's */
-		path += 2;
-		if (ws_check_path(path) < 0)
+		if (strncmp(path, "./", 2) != 0 || !path[2] || ws_check_path(path + 2) < 0) {
+			if (sum)
+				sum->dirs = true; /* "." itself (the root changed), or odd */
 			continue;
+		}
+		path += 2;
+		changes_add(sum, mode, path);
 		if (S_ISLNK(mode)) {
 			if (link_ok) {
 				links_note(ws, path, target, &recs, &nrecs);
@@ -335,8 +379,11 @@ size_t workspace_note_changes(struct workspace *ws, const char *list, size_t len
 		if (!S_ISREG(mode) && !S_ISDIR(mode))
 			continue;
 		struct wsmeta *m = meta_get(ws, path, true);
-		if (!m)
+		if (!m) {
+			if (sum)
+				sum->dirs = true; /* the rest is not read */
 			break;
+		}
 		m->has_mode = true;
 		m->mode = mode & 07777;
 		m->mode_queued = false; /* the sandbox's own */

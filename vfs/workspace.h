@@ -163,6 +163,21 @@ void workspace_invalidate(struct workspace *ws);
  * overtake the write (why, when given, names the file). A failed mode
  * batch is logged and does not stop the command. */
 int workspace_before_command(struct workspace *ws, char *why, size_t whylen);
+/* What a change list says the kernel must forget (workspace_note_changes
+ * fills it when asked): whole when the list ends with the wrapper's
+ * WS_CHANGES_END line (its find ran to the end); dirs when a directory,
+ * the root or a link was listed (names may have come, gone or changed
+ * type); else the regular files listed, up to WS_CHANGES_FILES (many past
+ * that). Only a whole list without dirs or many lets a mount forget less
+ * than everything it holds of the workspace. */
+#define WS_CHANGES_END	 "sandboxfs-listed"
+#define WS_CHANGES_FILES 64
+struct ws_changes {
+	bool whole, dirs, many;
+	size_t nfiles;
+	char *files[WS_CHANGES_FILES];
+};
+void ws_changes_clear(struct ws_changes *sum);
 /* What a command changed, as its own shell listed it after it ran: lines
  * "MODE MTIME SIZE ./PATH" (MODE in hex as stat -c %f gives it, MTIME in
  * seconds). Each file and directory there shows the sandbox's permission
@@ -171,8 +186,10 @@ int workspace_before_command(struct workspace *ws, char *why, size_t whylen);
  * symbolic link's line (MODE a1ff) is followed by a line of its target,
  * SIZE bytes: the name shows as that link from now on (journaled); a
  * name listed as anything else is no longer a link. A line that does not
- * parse is skipped. Returns how many were taken. */
-size_t workspace_note_changes(struct workspace *ws, const char *list, size_t len);
+ * parse is skipped. Returns how many were taken. With sum, what the
+ * list says the kernel must forget (struct ws_changes). */
+size_t workspace_note_changes(struct workspace *ws, const char *list, size_t len,
+			      struct ws_changes *sum);
 /* The sandbox's seat is held (a command of this mount runs there) or free
  * again: while it is held the retry thread uploads nothing into it. */
 void workspace_seat(struct workspace *ws, bool held);

@@ -209,3 +209,38 @@ def test_a_name_a_command_turned_into_another_type(cached_debug):
         # ESTALE once each for a stat and an open, so that the kernel looks
         # them up again
         assert stale_answers(m) <= 4
+
+
+def stat_of(m, key):
+    return m.stats()[key]
+
+
+def test_a_command_that_changed_no_name_keeps_the_name_cache(cached):
+    """Its whole change list has no directory: the kernel forgets the
+    attributes and pages of the files it lists and keeps every name (a
+    name-cache epoch is the whole mount's)."""
+    m, sb, url = cached
+    ws = sb / "workspace"
+    run(sb, "printf aaaa > f && mkdir -p d && printf x > d/g")
+    assert (ws / "f").read_bytes() == b"aaaa"  # in the kernel's page cache
+    assert (ws / "d" / "g").read_bytes() == b"x"
+    epochs, precise = stat_of(m, "kernel_epochs"), stat_of(m, "precise_invalidations")
+    run(sb, "true")
+    assert (stat_of(m, "kernel_epochs"), stat_of(m, "precise_invalidations")) == \
+        (epochs, precise + 1)
+    # same size, same second: the content and the mode are the command's
+    run(sb, "printf bbbb > f && chmod 600 f && printf y > d/g")
+    assert (ws / "f").read_bytes() == b"bbbb"
+    assert os.stat(ws / "f").st_mode & 0o777 == 0o600
+    assert (ws / "d" / "g").read_bytes() == b"y"
+    run(sb, "touch -d @1500000000 f")
+    assert os.stat(ws / "f").st_mtime == 1500000000
+    assert stat_of(m, "kernel_epochs") == epochs
+    assert stat_of(m, "precise_invalidations") == precise + 3
+    # a name that goes: the names are forgotten (an epoch, where the
+    # kernel has them), at once
+    run(sb, "rm d/g")
+    assert not (ws / "d" / "g").exists()
+    assert stat_of(m, "precise_invalidations") == precise + 3
+    if kernel_has_epoch():
+        assert stat_of(m, "kernel_epochs") == epochs + 1

@@ -101,12 +101,12 @@ int main(int argc, char **argv)
 	const char list[] = "81a4 1600000000 6 ./t.txt\n"
 			    "a1ff 1600000000 9 ./cl\nsub dir/x\n"
 			    "a1ff 1600000000 99 ./bad\nshort\n";
-	CHECK_EQ(workspace_note_changes(ws, list, sizeof(list) - 1), 2);
+	CHECK_EQ(workspace_note_changes(ws, list, sizeof(list) - 1, NULL), 2);
 	CHECK(is_link(ws, "cl", "sub dir/x"));
 	CHECK_EQ(workspace_getattr(ws, "bad", &st, 0), -ENOENT);
 	/* listed as a file later: no longer a link */
 	const char later[] = "81a4 1600000001 2 ./cl\n";
-	CHECK_EQ(workspace_note_changes(ws, later, sizeof(later) - 1), 1);
+	CHECK_EQ(workspace_note_changes(ws, later, sizeof(later) - 1, NULL), 1);
 	/* at once (what the kernel was told is the mount's: fuse/nodes.c) */
 	CHECK_EQ(workspace_getattr(ws, "cl", &st, 0), 0);
 	CHECK(S_ISREG(st.st_mode));
