@@ -78,8 +78,8 @@ static void fs_exec_wake(void *arg)
 
 /* Waits for the run's end; -EINTR when the write was interrupted or the
  * mount is going away. The writer sleeps on its own condition: hundreds
- * of writers at once on the mount's m->cond, woken by every broadcast and
- * every 50 ms, kept m->lock so busy that opens of ctl waited seconds. */
+ * of writers at once on the mount's m->cond, each woken by every
+ * broadcast and every 50 ms, took m->lock thousands of times a second. */
 static int fs_exec_wait(struct fs_mount *m, struct fs_exec *ex, bool interruptible)
 {
 	bool watch = interruptible && m->kernel && m->kernel->watch_interrupt;
