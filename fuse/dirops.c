@@ -26,8 +26,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-/* The INIT request: its unique, and whether the kernel offered the flag.
- * One session per process. */
+/* The INIT request: its unique, whether the kernel offered the flag, and
+ * whether the reply carried it (then nothing more is looked at). One
+ * session per process. */
 static _Atomic uint64_t dirops_init_unique;
 static atomic_bool dirops_offered, dirops_sent;
 
@@ -74,9 +75,4 @@ int fs_dirops_parallel(struct fuse_session *se)
 		return -EBADF;
 	int rc = fuse_session_custom_io(se, &io, fd);
 	return rc < 0 ? rc : 0;
-}
-
-bool fs_dirops_parallel_on(void)
-{
-	return atomic_load(&dirops_sent);
 }

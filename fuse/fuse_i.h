@@ -93,8 +93,6 @@ bool fs_ll_reply_gate(fuse_req_t req);
  * reply where libfuse leaves it out. 0 or -errno (then all stays as
  * libfuse does it). */
 int fs_dirops_parallel(struct fuse_session *se);
-/* Whether the INIT reply asked for it (the kernel offered it). */
-bool fs_dirops_parallel_on(void);
 
 /* The kernel side as the model sees it (struct fs_kernel_ops). */
 extern const struct fs_kernel_ops fs_kernel_fuse;
