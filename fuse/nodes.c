@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/htab.h"
+#include "common/strjoin.h"
 
 /* --- the node table --------------------------------------------------------*/
 
@@ -65,10 +66,10 @@ static int ll_table_init(void)
 	return 0;
 }
 
-/* v in lowercase hex as "%" PRIx64 prints it, at out (17 bytes or more);
- * the length. By hand: every request and every listed name formats one,
+/* v in lowercase hex as "%" PRIx64 prints it, at out (17 bytes or more).
+ * By hand: every request and every listed name formats one,
  * and the printf family showed in the profile of a tree walk. */
-static size_t ll_hex(char *out, uint64_t v)
+static void ll_hex(char *out, uint64_t v)
 {
 	char tmp[16];
 	size_t n = 0;
@@ -79,7 +80,6 @@ static size_t ll_hex(char *out, uint64_t v)
 	for (size_t i = 0; i < n; i++)
 		out[i] = tmp[n - 1 - i];
 	out[n] = '\0';
-	return n;
 }
 
 /* ll.lock held. */
@@ -105,15 +105,8 @@ mode_t ll_type(fuse_ino_t ino)
 static char *ll_name_key_in(char *buf, size_t cap, fuse_ino_t parent, const char *name)
 {
 	char hex[24];
-	size_t hl = ll_hex(hex, (uint64_t)parent);
-	size_t nl = strlen(name);
-	char *k = buf && hl + 1 + nl < cap ? buf : malloc(hl + 1 + nl + 1);
-	if (!k)
-		return NULL;
-	memcpy(k, hex, hl);
-	k[hl] = '/';
-	memcpy(k + hl + 1, name, nl + 1);
-	return k;
+	ll_hex(hex, (uint64_t)parent);
+	return common_join(buf, cap, hex, '/', name);
 }
 
 static char *ll_name_key(fuse_ino_t parent, const char *name)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/files.h"
+#include "common/strjoin.h"
 #include "common/thread.h"
 #include "workspace_i.h"
 
@@ -88,17 +89,8 @@ const char *ws_child_name(const char *rel, const char *dir)
 
 char *ws_join(const char *a, const char *b)
 {
-	if (!a[0])
-		return strdup(b);
-	/* by hand: a tree walk joins one per listed name */
-	size_t al = strlen(a), bl = strlen(b);
-	char *s = malloc(al + 1 + bl + 1);
-	if (!s)
-		return NULL;
-	memcpy(s, a, al);
-	s[al] = '/';
-	memcpy(s + al + 1, b, bl + 1);
-	return s;
+	/* not asprintf: a tree walk joins one per listed name */
+	return a[0] ? common_join(NULL, 0, a, '/', b) : strdup(b);
 }
 
 bool ws_is_under(const char *path, const char *dir)
