@@ -116,9 +116,16 @@ def test_mtimes_stay_put_when_listings_are_evicted(tmp_path, orch):
             f.write("true")
         assert sorted(os.listdir(ws / "t")) == ["new.txt", "untouched.txt"]
         assert os.stat(ws / "t" / "new.txt").st_mtime_ns > before["t/untouched.txt"]
-        # (the first command's list has every file, with the sandbox's own
-        # time: whole seconds there)
-        assert os.stat(ws / "mine.txt").st_mtime_ns // 10**9 == before["mine.txt"] // 10**9
+        # The first command's list has every file, with the sandbox's own
+        # time (whole seconds there). The sandbox stamped mine.txt when the
+        # upload arrived, by its file system's coarse clock, which may lag the
+        # mount's write time across a second boundary: compare with the
+        # sandbox's own figure, and the mount's earlier one within a second.
+        r = sbx.execute(sandbox_url(orch, "sbx1"), "stat -c %Y mine.txt")
+        assert r.status == 200 and r.json()["exitCode"] == 0, r
+        sandbox_s = int(r.json()["stdout"])
+        assert os.stat(ws / "mine.txt").st_mtime_ns // 10**9 == sandbox_s
+        assert abs(sandbox_s * 10**9 - before["mine.txt"]) < 2 * 10**9
     finally:
         m.stop()
     m.check_log()
