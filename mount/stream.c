@@ -41,6 +41,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "common/files.h"
 #include "common/thread.h"
@@ -54,42 +55,60 @@
 #define FS_OUT_DIR ".sandboxfs-out"
 #define FS_RC	   FS_OUT_DIR "/rc"
 /* What the command changed, listed by its own shell after it ran (for
- * workspace_note_changes): what find sees newer than a mark the end of the
- * previous command left (a mark made just before this one could share its
- * clock tick with the command's first writes and miss them; listing a file
- * changed in between is harmless: it shows the sandbox's own time and
- * mode); the mark is made again for the next one. A symbolic link's line
- * is followed by a line of its target (readlink), as long as the link's
- * size says. The first command of a
- * sandbox finds a mark dated 2000: it lists everything (once). */
-#define FS_MARK ".sandboxfs-mark"
-/* The mark's first making (dated 2000: the first list has everything),
- * and its making again after a list. BusyBox's find compares whole
- * seconds, so a file changed in the same second as the mark would never be
- * listed: there (find is a link to busybox, noted once in the mark as "b")
- * the mark is dated one second back, and what changed in that second is
- * listed again, harmlessly. Elsewhere it costs a builtin read. GNU find
- * compares the change time (-cnewer), so a chmod or a touch into the past
- * is listed too; BusyBox's has -newer only (the modification time). */
-#define FS_MARK_INIT                                                                     \
-	"[ -f " FS_MARK " ] || { { [ -L \"$(command -v find)\" ] && echo b || :; } >" FS_MARK \
-	"; touch -t 200001010000 " FS_MARK "; } 2>/dev/null\n"                                  \
-	"read __sfs_k <" FS_MARK " 2>/dev/null || __sfs_k=\n"                                  \
-	"__sfs_n=-cnewer; [ \"$__sfs_k\" != b ] || __sfs_n=-newer\n"
-#define FS_MARK_NEXT                                                                     \
-	"if [ \"$__sfs_k\" = b ]; then echo b >" FS_MARK "; touch -d \"@$(($(date +%s)-1))\" " \
-	FS_MARK "; else : >" FS_MARK "; fi 2>/dev/null"
+ * workspace_note_changes): what find sees changed since a mark. A symbolic
+ * link's line is followed by a line of its target (readlink), as long as
+ * the link's size says.
+ *
+ * Two marks take turns. Before each list the older one is made anew (N),
+ * and find lists what changed since the other (R), which was made anew
+ * before the previous list: so what changed while that list ran, or
+ * between two commands (another client's PUT), is listed by the next one.
+ * A file timestamp comes from a clock that may tick every few ms (before
+ * Linux 6.13), and a change in the same tick as N would be as old as N to
+ * the next find: so after making N the wrapper waits, a bounded number of
+ * turns, until a file it truncates is newer than N (at once where the
+ * kernel gives fine-grained times); if it never is, N says "u" and the
+ * next list is not whole. A mark that is missing (the first command, or a
+ * command removed it) is dated 2000: that list has everything. The marks
+ * are this mount's own (fs_mark_id): another mount of the same sandbox
+ * turns its own, so what its commands changed is still listed here.
+ *
+ * GNU find compares the change time (-cnewer), so a chmod or a touch into
+ * the past is listed too. BusyBox's find (a link to busybox, noted in the
+ * marks as "b") has -newer only, in whole seconds: there N is dated one
+ * second back, what changed in that second is listed again, harmlessly,
+ * and no list is whole (a file rewritten with an old time is not listed:
+ * the mount forgets all it holds of the workspace after each command).
+ * Only a GNU list without "u" ends with WS_CHANGES_END. The wrapper's
+ * first line names the marks: $__sfs_ma and $__sfs_mb. */
+#define FS_MARK ".sandboxfs-mark."
+#define FS_TICK ".sandboxfs-tick"
+#define FS_TICK_TURNS "200"
+#define FS_MARK_TURN                                                                     \
+	"{ [ -f $__sfs_ma ] && [ -f $__sfs_mb ]; } || { __sfs_k=; "                             \
+	"[ -L \"$(command -v find)\" ] && __sfs_k=b; echo $__sfs_k >$__sfs_ma; "                \
+	"echo $__sfs_k >$__sfs_mb; touch -t 200001010000 $__sfs_ma $__sfs_mb; } 2>/dev/null\n"    \
+	"if [ $__sfs_ma -nt $__sfs_mb ]; then __sfs_r=$__sfs_ma __sfs_m=$__sfs_mb; "               \
+	"else __sfs_r=$__sfs_mb __sfs_m=$__sfs_ma; fi\n"                                          \
+	"read __sfs_k <$__sfs_r 2>/dev/null || __sfs_k=\n"                                       \
+	"if [ \"$__sfs_k\" = b ]; then __sfs_n=-newer; echo b >$__sfs_m; "                        \
+	"touch -d \"@$(($(date +%s)-1))\" $__sfs_m; else __sfs_n=-cnewer; : >$__sfs_m; "         \
+	"__sfs_i=0; : >" FS_TICK "; until [ " FS_TICK " -nt $__sfs_m ]; do "                    \
+	"[ $__sfs_i -lt " FS_TICK_TURNS " ] || { echo u >$__sfs_m; break; }; : >" FS_TICK "; "  \
+	"__sfs_i=$((__sfs_i+1)); done; fi 2>/dev/null\n"
 /* Without parentheses: BusyBox's find never runs an "-exec {} +" inside
  * "\( \)" (tests/mount/test_busybox.py). */
 #define FS_FIND                                                                          \
-	"find . -name '.sandboxfs-*' -prune -o $__sfs_n " FS_MARK " -type l -exec sh -c "     \
+	"find . -name '.sandboxfs-*' -prune -o $__sfs_n \"$__sfs_r\" -type l -exec sh -c "   \
 	"'for f; do stat -c \"%f %Y %s %n\" \"$f\" && { readlink -n -- \"$f\"; echo; }; "   \
-	"done' sh {} + -o $__sfs_n " FS_MARK " ! -type l -exec stat -c '%f %Y %s %n' {} + "    \
+	"done' sh {} + -o $__sfs_n \"$__sfs_r\" ! -type l -exec stat -c '%f %Y %s %n' {} + " \
 	"2>/dev/null"
-/* The list, then a last line when find ran to the end (and exited 0):
- * only a list that says so lets the mount forget less than all it holds
- * of the workspace (struct ws_changes). */
-#define FS_LIST "{ " FS_FIND " && echo " WS_CHANGES_END "; }"
+/* The list (after FS_MARK_TURN), then a last line when find ran to the end
+ * (and exited 0) and the list can be trusted whole: only a list that says
+ * so lets the mount forget less than all it holds of the workspace
+ * (struct ws_changes). */
+#define FS_LIST                                                                          \
+	"{ " FS_FIND " && [ -z \"$__sfs_k\" ] && echo " WS_CHANGES_END "; }"
 
 
 struct fs_stream {
@@ -114,6 +133,21 @@ struct fs_stream {
 };
 
 static void fs_stream_free(struct fs_stream *s);
+
+/* This mount's marks' name: a hash of the host's name and the state
+ * directory, so that two mounts of one sandbox keep marks of their own
+ * (a mount moved or renamed starts with new ones, which list everything
+ * once). */
+static void fs_mark_id(const struct fs_mount *m, char *out, size_t cap)
+{
+	char host[256] = "";
+	(void)gethostname(host, sizeof(host) - 1);
+	uLong c = crc32(0L, Z_NULL, 0);
+	c = crc32(c, (const Bytef *)host, (uInt)strlen(host) + 1);
+	if (m->state_dir)
+		c = crc32(c, (const Bytef *)m->state_dir, (uInt)strlen(m->state_dir));
+	snprintf(out, cap, "%08lx", (unsigned long)c & 0xffffffffUL);
+}
 
 int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const char *url,
 		  const char *inner, size_t inner_len, char **send, struct fs_stream **out)
@@ -155,22 +189,23 @@ int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const
 		fs_stream_free(s);
 		return rc;
 	}
-	fprintf(f, "__sfs_d='%s'\n", s->dir);
+	char mark_id[16];
+	fs_mark_id(m, mark_id, sizeof(mark_id));
+	fprintf(f, "__sfs_d='%s' __sfs_ma=" FS_MARK "%s.a __sfs_mb=" FS_MARK "%s.b\n", s->dir,
+		mark_id, mark_id);
 	if (s->plain) {
 	plain:
 		/* the command as it is, then what it changed */
-		fputs(FS_MARK_INIT "(\n",
-		      f);
+		fputs("(\n", f);
 		fwrite(inner, 1, inner_len, f);
-		fputs("\n); __sfs_rc=$?\n"
+		fputs("\n); __sfs_rc=$?\n" FS_MARK_TURN
 		      "printf '\\n%s\\n' \"" FS_CHANGED "$__sfs_d\"; " FS_LIST "\n"
-		      FS_MARK_NEXT "; exit \"$__sfs_rc\"\n",
+		      "exit \"$__sfs_rc\"\n",
 		      f);
 		goto done;
 	}
 	fputs("if command -v split >/dev/null 2>&1 && { [ -d " FS_OUT_DIR " ] || mkdir " FS_OUT_DIR
 	      "; } 2>/dev/null && : >" FS_RC " 2>/dev/null; then\n"
-	      FS_MARK_INIT
 	      "{ { (\n",
 	      f);
 	fwrite(inner, 1, inner_len, f);
@@ -187,11 +222,10 @@ int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const
 	      "[ \"$__sfs_o\" = 0 ] || cat \"$__sfs_d\".out.*\n"
 	      "[ $# = 0 ] || cat \"$@\" >&2\n"
 	      "[ \"$__sfs_o$#\" = 00 ] || rm -f \"$__sfs_d\".out.* \"$__sfs_d\".err.*\n"
+	      FS_MARK_TURN
 	      "printf '\\n%s\\n' \"" FS_CHANGED "$__sfs_d\"; " FS_LIST "\n"
-	      FS_MARK_NEXT "\n"
-	      /* the mark moves only once the list is kept */
 	      "elif mkdir \"$__sfs_d\" 2>/dev/null && mv -f -- \"$__sfs_d\".* \"$__sfs_d\"/ "
-	      "2>/dev/null; then " FS_LIST " >\"$__sfs_d/changed\"; " FS_MARK_NEXT "; printf '%s' \""
+	      "2>/dev/null; then " FS_MARK_TURN FS_LIST " >\"$__sfs_d/changed\"; printf '%s' \""
 	      FS_MARKER "$__sfs_d\"\n"
 	      "else printf '%s' \"" FS_MARKER "$__sfs_d\"; fi\n"
 	      "exit \"$__sfs_rc\"\n"

@@ -539,7 +539,8 @@ def mount_files_left(url):
     """What a mount's runs left in a sandbox's workspace, through the
     contract: stdin uploads and per-run directories in the root, and in the
     kept .sandboxfs-out directory (mount/stream.c) anything but its status
-    file `rc`. The change list's .sandboxfs-mark stays by design."""
+    file `rc`. The change list's marks (.sandboxfs-mark.*) and its clock
+    probe (.sandboxfs-tick) stay by design."""
     root = [e["name"] for e in list_dir(url, "").json()["entries"]]
     left = [n for n in root if n.startswith((".sandboxfs-run", ".sandboxfs-stdin"))]
     if ".sandboxfs-out" in root:
