@@ -215,24 +215,26 @@ static void fs_invalidate_results(struct fs_mount *m, struct fs_sandbox *sb)
 	m->kernel->invalidate_path(m, path);
 }
 
-/* What the kernel holds of the workspace and the command may have
- * changed. With the run's whole change list and no directory in it, no
- * name came, went or changed type: the kernel forgets the attributes and
- * pages of the files listed and keeps every name, here and in every other
- * sandbox (a new name-cache epoch is the whole mount's: at hundreds of
- * commands a second, every lookup anywhere went to the daemon again).
- * Else it forgets everything it holds under the workspace, names too. */
+/* What the mount and the kernel hold of the workspace and the command may
+ * have changed. With the run's whole change list and no directory in it,
+ * no name came, went or changed type: the files listed are fetched again
+ * and every other cached copy stays (workspace_invalidate_changed); the
+ * kernel forgets the attributes and pages of the files listed and keeps
+ * every name, here and in every other sandbox (a new name-cache epoch is
+ * the whole mount's: at hundreds of commands a second, every lookup
+ * anywhere went to the daemon again). Else both forget everything they
+ * hold under the workspace, names too. */
 static void fs_invalidate_workspace(struct fs_mount *m, struct fs_sandbox *sb,
 				    struct workspace *ws, const struct ws_changes *chg)
 {
 	if (atomic_load(&m->stopping))
 		return;
 	if (ws)
-		workspace_invalidate(ws);
+		workspace_invalidate_changed(ws, chg);
 	if (!m->kernel || atomic_load(&m->stopping))
 		return;
 	char path[4200];
-	if (chg && chg->whole && !chg->dirs && !chg->many) {
+	if (ws_changes_precise(chg)) {
 		for (size_t i = 0; i < chg->nfiles; i++) {
 			int n = snprintf(path, sizeof(path), "/%s/workspace/%s", sb->id,
 					 chg->files[i]);

@@ -282,6 +282,11 @@ void ws_changes_clear(struct ws_changes *sum)
 	memset(sum, 0, sizeof(*sum));
 }
 
+bool ws_changes_precise(const struct ws_changes *sum)
+{
+	return sum && sum->whole && !sum->dirs && !sum->many;
+}
+
 /* One listed name for the summary: a directory or link (or the root)
  * means names may have changed; a regular file is kept by path. */
 static void changes_add(struct ws_changes *sum, unsigned mode, const char *path)

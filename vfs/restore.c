@@ -497,13 +497,14 @@ void wscache_stats(struct wscache *c, FILE *out)
 		"early_puts_done %" PRIu64 "\n"
 		"early_puts_abandoned %" PRIu64 "\n"
 		"early_put_bytes_before_close %" PRIu64 "\n"
-		"early_put_bytes %" PRIu64 "\n",
+		"early_put_bytes %" PRIu64 "\n"
+		"copies_kept_after_commands %" PRIu64 "\n",
 		n.hits, n.misses, files, bytes, dirty, kept, max, n.evictions, n.enospc,
 		n.fetched_bytes, n.uploads, n.upload_failures, n.uploaded_bytes, pending,
 		n.listings, n.listing_hits, n.listings_prefetched, spare_ready(c), n.spares_taken,
 		n.renames, n.dir_renames, syncs,
 		n.checksum_passes, n.incomplete, n.early_puts, early_running,
 		n.early_puts_done, n.early_puts_abandoned, n.early_put_bytes_before_close,
-		early_sent);
+		early_sent, n.copies_kept_after_commands);
 	cache_stats(c, out);
 }

@@ -470,6 +470,46 @@ void workspace_invalidate(struct workspace *ws)
 	pthread_mutex_unlock(&ws->lock);
 }
 
+static bool changes_list(const struct ws_changes *sum, const char *path)
+{
+	for (size_t i = 0; i < sum->nfiles; i++)
+		if (strcmp(sum->files[i], path) == 0)
+			return true;
+	return false;
+}
+
+/* A new epoch makes every listing and copy stale (their epoch is the
+ * old one); the copies the list spares are moved into the new epoch,
+ * with the downloads under way for them. One pass over the workspace's
+ * files, at most WS_CHANGES_FILES compares each. */
+void workspace_invalidate_changed(struct workspace *ws, const struct ws_changes *sum)
+{
+	if (!ws_changes_precise(sum)) {
+		workspace_invalidate(ws);
+		return;
+	}
+	if (!ws)
+		return;
+	pthread_mutex_lock(&ws->lock);
+	uint64_t was = ws->epoch++;
+	for (struct wsfile *f = ws->all; f; f = f->ws_next) {
+		if (!f->path || f->unlinked || changes_list(sum, f->path))
+			continue;
+		if (f->epoch == was) {
+			f->epoch = ws->epoch;
+			if (f->present)
+				WS_COUNT(ws->c, copies_kept_after_commands, 1);
+		}
+		struct wsfetch *fe = atomic_load(&f->fetch);
+		if (fe && fe->epoch == was)
+			fe->epoch = ws->epoch;
+	}
+	for (size_t i = 0; i < ws->nmade; i++)
+		free(ws->made_dirs[i]);
+	ws->nmade = 0;
+	pthread_mutex_unlock(&ws->lock);
+}
+
 struct workspace *workspace_find(struct wscache *c, const char *sandbox_id)
 {
 	if (!c || !sandbox_id)

@@ -151,7 +151,8 @@ struct workspace *workspace_get(struct wscache *c, const char *sandbox_id,
  * make one at mount), else NULL; never creates one. */
 struct workspace *workspace_find(struct wscache *c, const char *sandbox_id);
 /* Drops cached listings and marks cached file contents for revalidation:
- * called after every command the mount ran in that sandbox. */
+ * called after a command the mount ran in that sandbox whose change list
+ * it does not have whole (else workspace_invalidate_changed). */
 void workspace_invalidate(struct workspace *ws);
 /* Applies what must reach the sandbox before its next command: uploads of
  * files written here and not yet uploaded, then the queued links in
@@ -178,6 +179,9 @@ struct ws_changes {
 	char *files[WS_CHANGES_FILES];
 };
 void ws_changes_clear(struct ws_changes *sum);
+/* True when sum lets a mount forget only the files it lists: whole, with
+ * no directory, link or root in it, and not too many files. */
+bool ws_changes_precise(const struct ws_changes *sum);
 /* What a command changed, as its own shell listed it after it ran: lines
  * "MODE MTIME SIZE ./PATH" (MODE in hex as stat -c %f gives it, MTIME in
  * seconds). Each file and directory there shows the sandbox's permission
@@ -190,6 +194,12 @@ void ws_changes_clear(struct ws_changes *sum);
  * list says the kernel must forget (struct ws_changes). */
 size_t workspace_note_changes(struct workspace *ws, const char *list, size_t len,
 			      struct ws_changes *sum);
+/* After a command, with its change list's summary (NULL: not known): when
+ * ws_changes_precise, listings are dropped as by workspace_invalidate, but
+ * only the listed files' cached contents are fetched again; every other
+ * copy, and a download of it under way, stays good (the command did not
+ * change it on the server). Else workspace_invalidate. */
+void workspace_invalidate_changed(struct workspace *ws, const struct ws_changes *sum);
 /* The sandbox's seat is held (a command of this mount runs there) or free
  * again: while it is held the retry thread uploads nothing into it. */
 void workspace_seat(struct workspace *ws, bool held);

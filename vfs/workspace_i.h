@@ -284,6 +284,8 @@ struct wscache_counters {
 	atomic_uint_fast64_t early_puts, early_puts_done, early_puts_abandoned;
 	atomic_uint_fast64_t early_put_bytes_before_close;
 	atomic_uint_fast64_t early_put_bytes;
+	/* cached copies a command's change list spared (workspace.c) */
+	atomic_uint_fast64_t copies_kept_after_commands;
 };
 
 struct wscache {
