@@ -456,6 +456,16 @@ struct workspace *ws_get_lock(struct wscache *c, const char *id, const char *url
 	return ws;
 }
 
+/* Directories made here are merged into listings until a command runs;
+ * from then on the sandbox's own listing says whether they are there (the
+ * command may have removed them). ws->lock held. */
+static void made_dirs_forget(struct workspace *ws)
+{
+	for (size_t i = 0; i < ws->nmade; i++)
+		free(ws->made_dirs[i]);
+	ws->nmade = 0;
+}
+
 /* The kernel side is the mount's: it knows what the kernel holds and
  * tells it after a command itself. Here, only this module's caches. */
 void workspace_invalidate(struct workspace *ws)
@@ -464,24 +474,14 @@ void workspace_invalidate(struct workspace *ws)
 		return;
 	pthread_mutex_lock(&ws->lock);
 	ws->epoch++;
-	for (size_t i = 0; i < ws->nmade; i++)
-		free(ws->made_dirs[i]);
-	ws->nmade = 0;
+	made_dirs_forget(ws);
 	pthread_mutex_unlock(&ws->lock);
 }
 
-static bool changes_list(const struct ws_changes *sum, const char *path)
-{
-	for (size_t i = 0; i < sum->nfiles; i++)
-		if (strcmp(sum->files[i], path) == 0)
-			return true;
-	return false;
-}
-
 /* A new epoch makes every listing and copy stale (their epoch is the
- * old one); the copies the list spares are moved into the new epoch,
- * with the downloads under way for them. One pass over the workspace's
- * files, at most WS_CHANGES_FILES compares each. */
+ * old one). The copies of live names move into the new one, with the
+ * downloads under way for them, then the listed files' go back: one pass
+ * over the workspace's files and a lookup per listed name. */
 void workspace_invalidate_changed(struct workspace *ws, const struct ws_changes *sum)
 {
 	if (!ws_changes_precise(sum)) {
@@ -492,21 +492,33 @@ void workspace_invalidate_changed(struct workspace *ws, const struct ws_changes 
 		return;
 	pthread_mutex_lock(&ws->lock);
 	uint64_t was = ws->epoch++;
+	int64_t kept = 0;
 	for (struct wsfile *f = ws->all; f; f = f->ws_next) {
-		if (!f->path || f->unlinked || changes_list(sum, f->path))
+		if (!f->path || f->unlinked)
 			continue;
 		if (f->epoch == was) {
 			f->epoch = ws->epoch;
-			if (f->present)
-				WS_COUNT(ws->c, copies_kept_after_commands, 1);
+			kept += f->present;
 		}
 		struct wsfetch *fe = atomic_load(&f->fetch);
 		if (fe && fe->epoch == was)
 			fe->epoch = ws->epoch;
 	}
-	for (size_t i = 0; i < ws->nmade; i++)
-		free(ws->made_dirs[i]);
-	ws->nmade = 0;
+	for (size_t i = 0; i < sum->nfiles; i++) {
+		struct wsfile *f = file_find(ws, sum->files[i]);
+		if (!f)
+			continue;
+		if (f->epoch == ws->epoch) {
+			f->epoch = was;
+			kept -= f->present;
+		}
+		struct wsfetch *fe = atomic_load(&f->fetch);
+		if (fe && fe->epoch == ws->epoch)
+			fe->epoch = was;
+	}
+	made_dirs_forget(ws);
+	if (kept > 0)
+		WS_COUNT(ws->c, copies_kept_after_commands, kept);
 	pthread_mutex_unlock(&ws->lock);
 }
 
