@@ -426,8 +426,14 @@ class Bench:
             wvars.append(("sshfs", lambda r: write_file(self.smnt / "large" / f"w{r}")))
             rvars.append(("sshfs", lambda r: read_file(self.smnt / "large" / f"c{r}")))
             warm.append(("sshfs", lambda r: read_file(self.smnt / "large" / f"c{r}")))
-        ws, rs, hs = ({n: [] for n, _ in v} for v in (wvars, rvars, warm))
-        rss = {"write": 0.0, "cold": 0.0, "warm": 0.0}
+        def read_after_command(r):
+            self.ctl()  # nothing changes: its list spares the copy
+            return read_file(self.mws / "large" / f"c{r}")
+
+        # a direct client has no copy to keep: it GETs again
+        after = [("sandboxfs", read_after_command), ("direct", direct_get)]
+        ws, rs, hs, afs = ({n: [] for n, _ in v} for v in (wvars, rvars, warm, after))
+        rss = {"write": 0.0, "cold": 0.0, "warm": 0.0, "after": 0.0}
         for rep in range(self.reps):
             # the files to read cold: new names, written on the servers' disks
             shutil.copyfile(src, self.ws / "large" / f"c{rep}")
@@ -435,7 +441,7 @@ class Bench:
                 shutil.copyfile(src, self.sroot / "large" / f"c{rep}")
             self.ctl()  # the mount sees the new names
             for phase, vars_, acc in (("write", wvars, ws), ("cold", rvars, rs),
-                                      ("warm", warm, hs)):
+                                      ("warm", warm, hs), ("after", after, afs)):
                 self.hwm_reset()
                 for k, v in self.interleave(vars_, rep).items():
                     acc[k].append(v)
@@ -454,6 +460,10 @@ class Bench:
                  rss=rss["cold"])
         self.row(f"{mib} MiB warm re-read", hs, "MB/s", kind="rate",
                  target=("abs_ge", 1e9), rss=rss["warm"])
+        self.row(f"{mib} MiB re-read after a command that did not change it", afs, "MB/s",
+                 kind="rate", rss=rss["after"], target_sshfs=False,
+                 note="`true` through ctl, then the read; direct: a GET (a client "
+                      "without a cache fetches again)")
         src.unlink()
 
     def w_huge(self):
