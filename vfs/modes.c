@@ -287,14 +287,22 @@ bool ws_changes_precise(const struct ws_changes *sum)
 	return sum && sum->whole && !sum->dirs && !sum->many;
 }
 
-/* One listed name for the summary: a directory or link (or the root)
- * means names may have changed; a regular file is kept by path. */
+/* Names may have come, gone or changed type (a directory, link or the
+ * root was listed), or a line was not understood: the kernel must forget
+ * everything it holds of the workspace. */
+static void changes_any_name(struct ws_changes *sum)
+{
+	if (sum)
+		sum->dirs = true;
+}
+
+/* One listed name for the summary: a regular file is kept by path. */
 static void changes_add(struct ws_changes *sum, unsigned mode, const char *path)
 {
 	if (!sum)
 		return;
 	if (!S_ISREG(mode)) {
-		sum->dirs = true;
+		changes_any_name(sum);
 		return;
 	}
 	char *p = sum->nfiles < WS_CHANGES_FILES ? strdup(path) : NULL;
@@ -316,8 +324,7 @@ size_t workspace_note_changes(struct workspace *ws, const char *list, size_t len
 			     (len == el + 1 || list[len - el - 2] == '\n');
 	}
 	if (!ws) {
-		if (sum)
-			sum->dirs = true;
+		changes_any_name(sum);
 		return 0;
 	}
 	size_t taken = 0;
@@ -333,8 +340,7 @@ size_t workspace_note_changes(struct workspace *ws, const char *list, size_t len
 			break; /* a cut last line */
 		char buf[4200];
 		if (n >= sizeof(buf)) {
-			if (sum)
-				sum->dirs = true;
+			changes_any_name(sum);
 			continue;
 		}
 		memcpy(buf, line, n);
@@ -343,8 +349,8 @@ size_t workspace_note_changes(struct workspace *ws, const char *list, size_t len
 		long long mtime, size;
 		int at = 0;
 		if (sscanf(buf, "%x %lld %lld %n", &mode, &mtime, &size, &at) != 3 || !at) {
-			if (sum && strcmp(buf, WS_CHANGES_END) != 0)
-				sum->dirs = true; /* not understood: forget everything */
+			if (strcmp(buf, WS_CHANGES_END) != 0)
+				changes_any_name(sum); /* not understood */
 			continue;
 		}
 		/* A link's line is followed by one of its target, whose
@@ -367,8 +373,7 @@ size_t workspace_note_changes(struct workspace *ws, const char *list, size_t len
 		}
 		const char *path = buf + at;
 		if (strncmp(path, "./", 2) != 0 || !path[2] || ws_check_path(path + 2) < 0) {
-			if (sum)
-				sum->dirs = true; /* "." itself (the root changed), or odd */
+			changes_any_name(sum); /* "." itself (the root changed), or odd */
 			continue;
 		}
 		path += 2;
@@ -385,8 +390,7 @@ size_t workspace_note_changes(struct workspace *ws, const char *list, size_t len
 			continue;
 		struct wsmeta *m = meta_get(ws, path, true);
 		if (!m) {
-			if (sum)
-				sum->dirs = true; /* the rest is not read */
+			changes_any_name(sum); /* the rest is not read */
 			break;
 		}
 		m->has_mode = true;
