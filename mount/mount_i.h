@@ -155,6 +155,9 @@ struct fs_mount {
 	gid_t gid;
 	uint64_t mount_ms;
 	char *state_dir;
+	/* The change list's marks' name in each workspace (stream.c): made
+	 * at the first command, with m->lock */
+	char mark_id[16];
 	struct backend *backend;
 	bool have_orch;
 	struct backend_orchestrator orch;

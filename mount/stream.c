@@ -137,16 +137,22 @@ static void fs_stream_free(struct fs_stream *s);
 /* This mount's marks' name: a hash of the host's name and the state
  * directory, so that two mounts of one sandbox keep marks of their own
  * (a mount moved or renamed starts with new ones, which list everything
- * once). */
-static void fs_mark_id(const struct fs_mount *m, char *out, size_t cap)
+ * once). Made once, at the first command; copied to out (16 bytes). */
+static void fs_mark_id(struct fs_mount *m, char *out)
 {
-	char host[256] = "";
-	(void)gethostname(host, sizeof(host) - 1);
-	uLong c = crc32(0L, Z_NULL, 0);
-	c = crc32(c, (const Bytef *)host, (uInt)strlen(host) + 1);
-	if (m->state_dir)
-		c = crc32(c, (const Bytef *)m->state_dir, (uInt)strlen(m->state_dir));
-	snprintf(out, cap, "%08lx", (unsigned long)c & 0xffffffffUL);
+	pthread_mutex_lock(&m->lock);
+	if (!m->mark_id[0]) {
+		char host[256] = "";
+		(void)gethostname(host, sizeof(host) - 1);
+		uLong c = crc32(0L, Z_NULL, 0);
+		c = crc32(c, (const Bytef *)host, (uInt)strlen(host) + 1);
+		if (m->state_dir)
+			c = crc32(c, (const Bytef *)m->state_dir, (uInt)strlen(m->state_dir));
+		snprintf(m->mark_id, sizeof(m->mark_id), "%08lx",
+			 (unsigned long)c & 0xffffffffUL);
+	}
+	memcpy(out, m->mark_id, sizeof(m->mark_id));
+	pthread_mutex_unlock(&m->lock);
 }
 
 int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const char *url,
@@ -189,8 +195,8 @@ int fs_stream_new(struct fs_mount *m, struct fs_sandbox *sb, uint64_t seq, const
 		fs_stream_free(s);
 		return rc;
 	}
-	char mark_id[16];
-	fs_mark_id(m, mark_id, sizeof(mark_id));
+	char mark_id[sizeof(m->mark_id)];
+	fs_mark_id(m, mark_id);
 	fprintf(f, "__sfs_d='%s' __sfs_ma=" FS_MARK "%s.a __sfs_mb=" FS_MARK "%s.b\n", s->dir,
 		mark_id, mark_id);
 	if (s->plain) {
