@@ -354,58 +354,55 @@ static void test_invalidate(struct workspace *ws)
 	free(s);
 }
 
+/* rel reads want through the workspace. */
+static bool ws_reads(struct workspace *ws, const char *rel, const char *want)
+{
+	int err;
+	char *s = ws_get(ws, rel, &err);
+	bool ok = s && strcmp(s, want) == 0;
+	free(s);
+	return ok;
+}
+
+/* A command's change list (one line, and the end line when whole) taken
+ * and applied as after a run; whether it was precise. */
+static bool after_list(struct workspace *ws, struct ws_changes *sum, const char *list)
+{
+	CHECK_EQ(workspace_note_changes(ws, list, strlen(list), sum), 1);
+	bool precise = ws_changes_precise(sum);
+	workspace_invalidate_changed(ws, sum);
+	return precise;
+}
+
 /* A command's whole change list spares the copies it does not name
  * (workspace_invalidate_changed); one that is not whole, or names a
  * directory, spares none. Both files change on the server behind our
  * back, at the same size: only what the mount fetched again shows it. */
 static void test_invalidate_changed(struct workspace *ws)
 {
-	int err;
 	srv_put(&S, "kept.txt", "one");
 	srv_put(&S, "listed.txt", "uno");
 	workspace_invalidate(ws);
-	char *k = ws_get(ws, "kept.txt", &err), *l = ws_get(ws, "listed.txt", &err);
-	CHECK(k && l && strcmp(k, "one") == 0 && strcmp(l, "uno") == 0);
-	free(k);
-	free(l);
+	CHECK(ws_reads(ws, "kept.txt", "one") && ws_reads(ws, "listed.txt", "uno"));
 	srv_put(&S, "kept.txt", "two");
 	srv_put(&S, "listed.txt", "dos");
-	static const char list[] = "81a4 1700000000 3 ./listed.txt\n" WS_CHANGES_END "\n";
 	struct ws_changes sum = {0};
-	CHECK_EQ(workspace_note_changes(ws, list, sizeof(list) - 1, &sum), 1);
-	CHECK(ws_changes_precise(&sum));
 	long gets = srv_stat(&S, "gets");
-	workspace_invalidate_changed(ws, &sum);
-	k = ws_get(ws, "kept.txt", &err);
-	l = ws_get(ws, "listed.txt", &err);
-	CHECK(k && strcmp(k, "one") == 0); /* spared: the list says unchanged */
-	CHECK(l && strcmp(l, "dos") == 0);
+	CHECK(after_list(ws, &sum, "81a4 1700000000 3 ./listed.txt\n" WS_CHANGES_END "\n"));
+	CHECK(ws_reads(ws, "kept.txt", "one")); /* spared: the list says unchanged */
+	CHECK(ws_reads(ws, "listed.txt", "dos"));
 	CHECK_EQ(srv_stat(&S, "gets"), gets + 1);
-	free(k);
-	free(l);
 	/* a list that was cut (no last line), or names a directory */
-	static const char cut[] = "81a4 1700000000 3 ./listed.txt\n";
-	CHECK_EQ(workspace_note_changes(ws, cut, sizeof(cut) - 1, &sum), 1);
-	CHECK(!ws_changes_precise(&sum));
-	workspace_invalidate_changed(ws, &sum);
-	k = ws_get(ws, "kept.txt", &err);
-	CHECK(k && strcmp(k, "two") == 0);
-	free(k);
+	CHECK(!after_list(ws, &sum, "81a4 1700000000 3 ./listed.txt\n"));
+	CHECK(ws_reads(ws, "kept.txt", "two"));
 	srv_put(&S, "kept.txt", "six");
-	static const char dir[] = "41ed 1700000000 4096 ./sub\n" WS_CHANGES_END "\n";
-	CHECK_EQ(workspace_note_changes(ws, dir, sizeof(dir) - 1, &sum), 1);
-	CHECK(!ws_changes_precise(&sum));
-	workspace_invalidate_changed(ws, &sum);
-	k = ws_get(ws, "kept.txt", &err);
-	CHECK(k && strcmp(k, "six") == 0);
-	free(k);
+	CHECK(!after_list(ws, &sum, "41ed 1700000000 4096 ./sub\n" WS_CHANGES_END "\n"));
+	CHECK(ws_reads(ws, "kept.txt", "six"));
 	ws_changes_clear(&sum);
 	/* no summary at all: everything */
 	srv_put(&S, "kept.txt", "ten");
 	workspace_invalidate_changed(ws, NULL);
-	k = ws_get(ws, "kept.txt", &err);
-	CHECK(k && strcmp(k, "ten") == 0);
-	free(k);
+	CHECK(ws_reads(ws, "kept.txt", "ten"));
 }
 
 /* A descriptor of a file below a directory being renamed, closed by
