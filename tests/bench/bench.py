@@ -750,6 +750,16 @@ class Bench:
         return out
 
     @staticmethod
+    def cpu_seconds(pid):
+        """User and system time of a process and of the children it has
+        waited for (/proc/PID/stat: utime, stime, cutime, cstime). The
+        sandbox server waits for each command's shell, which waits for
+        what it started: so this is what a command cost the sandbox."""
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
     def nofile_limit(pid):
         for ln in open(f"/proc/{pid}/limits"):
             if ln.startswith("Max open files"):
@@ -819,6 +829,9 @@ class Bench:
             idle_st = self.proc_status(m.pid)
             limit = self.nofile_limit(m.pid)
             wall = {"sandboxfs": [], "direct": []}
+            # what the commands cost the sandboxes' side (the local
+            # orchestrator's process: it waits for every command's shell)
+            sandbox_cpu = {"sandboxfs": [], "direct": []}
             spawn = []
             urls = [c.sandbox(f"s{i:05d}").json()["url"] for i in range(k)]
             admin = [sbx.Client(u) for u in urls]
@@ -851,6 +864,7 @@ class Bench:
                     except OSError as e:
                         wrote[i] = e
                     ended[i] = now()
+                cpu0 = self.cpu_seconds(srv.pid)
                 t0 = now()
                 writers = [threading.Thread(target=write_ctl, args=(i,)) for i in range(k)]
 
@@ -874,6 +888,7 @@ class Bench:
                     t.join(timeout=secs * 20)
                 # until the last write returned, not the probe loop's end
                 wall["sandboxfs"].append(max(ended) - t0)
+                sandbox_cpu["sandboxfs"].append((self.cpu_seconds(srv.pid) - cpu0) / k)
                 bad = sum(1 for w in wrote if w != 0) + sum(
                     1 for i in range(k) if (root / f"s{i:05d}" / "exit").read_text().strip() != "0")
                 if bad:
@@ -893,12 +908,14 @@ class Bench:
                 def one(i):
                     results[i] = sbx.execute(urls[i], f"sleep {secs}", timeout_seconds=secs * 4)
                 threads = [threading.Thread(target=one, args=(i,)) for i in range(k)]
+                cpu0 = self.cpu_seconds(srv.pid)
                 t0 = now()
                 for t in threads:
                     t.start()
                 for t in threads:
                     t.join()
                 wall["direct"].append(now() - t0)
+                sandbox_cpu["direct"].append((self.cpu_seconds(srv.pid) - cpu0) / k)
                 if any(r is None or r.status != 200 for r in results):
                     raise RuntimeError("a direct execute failed")
             end_st = self.proc_status(m.pid)
@@ -908,7 +925,16 @@ class Bench:
                      rss=peak["VmHWM"] / 1024,
                      note=f"direct: the same {k} executes sent to the sandboxes in parallel; "
                           f"starting the {k} writer threads took {statistics.median(spawn):.2f} s "
-                          f"(median, inside the wall time); every exit file says 0 and every "
+                          f"(median, inside the wall time); CPU of the sandboxes' side per "
+                          f"command (the orchestrator process and every process it ran, "
+                          f"medians): {fmt(statistics.median(sandbox_cpu['sandboxfs']), 'ms')} "
+                          f"through the mount, "
+                          f"{fmt(statistics.median(sandbox_cpu['direct']), 'ms')} direct "
+                          f"(for the {k} commands on {os.cpu_count()} CPUs: "
+                          f"{statistics.median(sandbox_cpu['sandboxfs']) * k / os.cpu_count():.1f} s "
+                          f"and {statistics.median(sandbox_cpu['direct']) * k / os.cpu_count():.1f} s "
+                          f"of each CPU); "
+                          f"every exit file says 0 and every "
                           f"sandbox received one execute and answered no 409; "
                           f"daemon with {n} idle sandboxes: {idle_st['Threads']} threads, "
                           f"{idle_st['VmRSS'] / 1024:.0f} MiB, {idle_st['fds']} fds; while "
@@ -1078,6 +1104,30 @@ class Bench:
                               f"log, {len(wrapped[label][-1])} bytes), by the direct "
                               "client: the ratio is the mount's own share (the intent's "
                               "fdatasync, the FUSE requests, the hand-offs)")
+
+            # What a command costs the sandbox: the server's CPU and that
+            # of every process it ran for the command (the wrapper's
+            # subshells, split, find), against `true` sent directly. On two
+            # CPUs shared with the sandboxes this is what bounds many
+            # commands at once (the scale rows).
+            def sandbox_cpu(run):
+                def fn(rep):
+                    c0 = self.cpu_seconds(clean.pid)
+                    run(rep)
+                    return (self.cpu_seconds(clean.pid) - c0) / self.args.commands
+                return fn
+
+            for (label, opt), m in zip((("on", "streaming on"), ("off", "-o stream=no")),
+                                       mounts):
+                s = self.measure([
+                    ("sandboxfs", sandbox_cpu(self.ctl_loop(m.mnt / "clean" / "ctl"))),
+                    ("direct", sandbox_cpu(direct_text("true")))])
+                self.row(f"CPU in the sandbox per `echo true > ctl` ({opt})", s, "ms",
+                         target_sshfs=False,
+                         note="user and system time of the server and of every process it "
+                              "ran for the command (/proc: utime, stime, cutime, cstime), "
+                              f"over {self.args.commands} commands; direct: `true` sent by "
+                              "the direct client")
         finally:
             for m in mounts:
                 m.stop()
