@@ -17,9 +17,9 @@
  * stream) is printed back whole by the wrapper and its pieces removed:
  * /execute carries it and no more requests are made. A run with no output
  * leaves nothing to remove, and the workspace root is not touched: each
- * process start counts (2-10 ms of CPU on a small VM,
- * tests/bench/RESULTS.md), so a quiet command costs the command, two
- * splits and the change list's find. A longer one moves its pieces into a directory of their own,
+ * process start counts (2-10 ms of CPU: tests/bench/RESULTS.md), so
+ * a quiet command costs the command, two splits and the change list's
+ * find. A longer one moves its pieces into a directory of their own,
  * OUT/SEQ.NONCE, and prints a marker instead; the mount fetches what it
  * has not, keeps the spool as the run's output, and deletes the directory
  * with one request. A wrapper killed by the timeout or a signal (exit 124,
