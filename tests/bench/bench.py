@@ -920,6 +920,8 @@ class Bench:
                     raise RuntimeError("a direct execute failed")
             end_st = self.proc_status(m.pid)
             opts = ", ".join(self.mount_options(m))
+            cpu = {v: statistics.median(s) for v, s in sandbox_cpu.items()}
+            ncpu = os.cpu_count()
             self.row(f"{k} commands of {secs} s across {n} sandboxes, at once (wall)", wall,
                      "s", target=("le", 1.5), target_sshfs=False,
                      rss=peak["VmHWM"] / 1024,
@@ -927,15 +929,11 @@ class Bench:
                           f"starting the {k} writer threads took {statistics.median(spawn):.2f} s "
                           f"(median, inside the wall time); CPU of the sandboxes' side per "
                           f"command (the orchestrator process and every process it ran, "
-                          f"medians): {fmt(statistics.median(sandbox_cpu['sandboxfs']), 'ms')} "
-                          f"through the mount, "
-                          f"{fmt(statistics.median(sandbox_cpu['direct']), 'ms')} direct "
-                          f"(for the {k} commands on {os.cpu_count()} CPUs: "
-                          f"{statistics.median(sandbox_cpu['sandboxfs']) * k / os.cpu_count():.1f} s "
-                          f"and {statistics.median(sandbox_cpu['direct']) * k / os.cpu_count():.1f} s "
-                          f"of each CPU); "
-                          f"every exit file says 0 and every "
-                          f"sandbox received one execute and answered no 409; "
+                          f"medians): {fmt(cpu['sandboxfs'], 'ms')} through the mount, "
+                          f"{fmt(cpu['direct'], 'ms')} direct (for the {k} commands on "
+                          f"{ncpu} CPUs: {cpu['sandboxfs'] * k / ncpu:.1f} s and "
+                          f"{cpu['direct'] * k / ncpu:.1f} s of each CPU); every exit file "
+                          f"says 0 and every sandbox received one execute and answered no 409; "
                           f"daemon with {n} idle sandboxes: {idle_st['Threads']} threads, "
                           f"{idle_st['VmRSS'] / 1024:.0f} MiB, {idle_st['fds']} fds; while "
                           f"they ran, at most: {peak['Threads']} threads, "
