@@ -17,7 +17,7 @@ cd "$(dirname "$0")"
 PACKAGES=(
 	build-essential meson ninja-build pkg-config
 	libfuse3-dev fuse3 libcurl4-openssl-dev libcjson-dev libmicrohttpd-dev
-	zlib1g-dev libattr1-dev attr
+	zlib1g-dev libisal-dev libattr1-dev attr
 	python3 python3-pytest curl procps psmisc
 	# the libFuzzer harnesses (tests/run-fuzz)
 	clang libclang-rt-14-dev
