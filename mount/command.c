@@ -9,6 +9,7 @@
  */
 #include "mount_i.h"
 
+#include "common/crc.h"
 #include "common/files.h"
 
 #include <errno.h>
@@ -19,7 +20,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <zlib.h>
 
 /* Output up to this size is kept inline in the journal record. */
 #define FS_INLINE_OUTPUT 4096
@@ -110,7 +110,7 @@ static int fs_output_store(struct fs_mount *m, const char *id, uint64_t seq,
 {
 	memset(o, 0, sizeof(*o));
 	o->len = len;
-	o->crc32 = (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)data, (uInt)len);
+	o->crc32 = common_crc32(0, data, len);
 	if (len <= FS_INLINE_OUTPUT) {
 		o->data = malloc(len + 1);
 		if (!o->data)
@@ -188,7 +188,7 @@ int fs_output_load(struct fs_mount *m, const struct journal_output *o, char **bu
 		got += (size_t)r;
 	}
 	close(fd);
-	uint32_t c = (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)b, (uInt)got);
+	uint32_t c = common_crc32(0, b, got);
 	if (got != o->len || c != o->crc32) {
 		fs_log("output %s: damaged (length or crc32 mismatch)", o->file);
 		free(b);
@@ -280,7 +280,7 @@ static void fs_exec_finish(struct fs_exec *ex, enum backend_status st,
 			free(errout.file);
 			memset(&out, 0, sizeof(out));
 			memset(&errout, 0, sizeof(errout));
-			out.crc32 = errout.crc32 = (uint32_t)crc32(0L, Z_NULL, 0);
+			out.crc32 = errout.crc32 = 0; /* the CRC-32 of nothing */
 			res->truncated = true;
 		}
 		r.kind = JOURNAL_EXEC_RESULT;

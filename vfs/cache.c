@@ -23,8 +23,8 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
-#include <zlib.h>
 
+#include "common/crc.h"
 #include "workspace_i.h"
 
 struct wsfile *file_find(struct workspace *ws, const char *path)
@@ -620,7 +620,7 @@ void cache_crc_write(struct wsfile *f, const void *buf, size_t n, uint64_t off)
 		f->crc_ok = false; /* out of order: the upload reads the file */
 		return;
 	}
-	f->crc = (uint32_t)crc32_z(f->crc, buf, n);
+	f->crc = common_crc32(f->crc, buf, n);
 	f->crc_len += n;
 }
 

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
+#include "common/crc.h"
 #include "common/files.h"
 #include "workspace_i.h"
 
@@ -35,19 +35,19 @@ static bool file_sum(const char *path, uint64_t *size, uint32_t *crc)
 	struct stat sb;
 	unsigned char *buf = malloc(1 << 20);
 	bool ok = buf && fstat(fd, &sb) == 0;
-	uLong v = crc32(0L, Z_NULL, 0);
+	uint32_t v = 0;
 	uint64_t got = 0;
 	ssize_t r = 0;
 	while (ok && ((r = read(fd, buf, 1 << 20)) > 0 || (r < 0 && errno == EINTR)))
 		if (r > 0) {
-			v = crc32(v, buf, (uInt)r);
+			v = common_crc32(v, buf, (size_t)r);
 			got += (uint64_t)r;
 		}
 	ok = ok && r == 0 && got == (uint64_t)sb.st_size;
 	free(buf);
 	close(fd);
 	*size = got;
-	*crc = (uint32_t)v;
+	*crc = v;
 	return ok;
 }
 

@@ -40,8 +40,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 
+#include "common/crc.h"
 #include "workspace_i.h"
 
 #define RETRY_BASE_MS 200
@@ -54,7 +54,7 @@ static int crc_of(int fd, uint64_t size, uint32_t *out)
 	unsigned char *buf = malloc(bufsz);
 	if (!buf)
 		return -ENOMEM;
-	uLong crc = crc32(0L, Z_NULL, 0);
+	uint32_t crc = 0;
 	uint64_t off = 0;
 	while (off < size) {
 		size_t want = size - off < bufsz ? (size_t)(size - off) : bufsz;
@@ -65,11 +65,11 @@ static int crc_of(int fd, uint64_t size, uint32_t *out)
 			free(buf);
 			return n < 0 ? -errno : -EIO;
 		}
-		crc = crc32(crc, buf, (uInt)n);
+		crc = common_crc32(crc, buf, (size_t)n);
 		off += (uint64_t)n;
 	}
 	free(buf);
-	*out = (uint32_t)crc;
+	*out = crc;
 	return 0;
 }
 
