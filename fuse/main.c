@@ -10,6 +10,7 @@
 #include "fuse_i.h"
 #include "preflight_i.h"
 
+#include "common/crc.h"
 #include "common/files.h"
 
 #include <ctype.h>
@@ -270,8 +271,10 @@ int main(int argc, char *argv[])
 		goto out_args;
 	}
 	if (m->opt.show_version) {
-		printf("sandboxfs %s (libfuse %s)\n", SANDBOXFS_VERSION,
-		       fuse_pkgversion());
+		/* what computes the cache files' sums: it bounds a large
+		 * write's CPU (common/crc.h) */
+		printf("sandboxfs %s (libfuse %s, crc32 %s)\n", SANDBOXFS_VERSION,
+		       fuse_pkgversion(), common_crc32_impl());
 		ret = 0;
 		goto out_args;
 	}
