@@ -1153,6 +1153,20 @@ class Bench:
             sh(["git", "add", "-A"], cwd=repo, env=genv)
             sh(["git", "commit", "-q", "-m", "tree"], cwd=repo, env=genv)
 
+    def git_clean(self, root, genv):
+        """git status in root, which must find nothing changed."""
+        out = sh(["git", "status", "--porcelain"], cwd=root, env=genv)
+        assert out.strip() == "", out[:500]
+
+    def git_status_variants(self, roots, repo, genv):
+        """One timed `git status` of roots[name]/repo per variant name."""
+        def status(name):
+            def fn(rep):
+                return timed_sh(["git", "status", "--porcelain"], cwd=roots[name] / repo,
+                                env=genv)
+            return fn
+        return [(k, status(k)) for k in roots]
+
     def w_real(self):
         log("5. real work (untar, git status, make)")
         # a real source tree: Python's standard library as installed (without
@@ -1200,14 +1214,8 @@ class Bench:
         self.row("git status, first (index from another disk)", first, "s",
                  note="one sample each: git re-reads every file whose stat data changed")
 
-        def status(name):
-            def fn(rep):
-                return timed_sh(["git", "status", "--porcelain"], cwd=roots[name] / "repo",
-                                env=genv)
-            return fn
-
         self.hwm_reset()
-        s = self.measure([(k, status(k)) for k in roots])
+        s = self.measure(self.git_status_variants(roots, "repo", genv))
         self.row(f"git status ({nfiles} files)", s, "s", rss=self.hwm_mib())
 
         # make of a small C project: the project's own backend/ and journal/
@@ -1237,7 +1245,6 @@ class Bench:
         self.row(f"make -j{os.cpu_count()} of a small C project ({nsrc} files)", s, "s",
                  rss=self.hwm_mib())
 
-
     def status_short_cache(self, nfiles, genv):
         """git status over the header tree again, against sshfs keeping what
         it lists and stats 1 s (-o dcache_timeout=1), as long as sandboxfs
@@ -1247,17 +1254,9 @@ class Bench:
                       opts=["dcache_timeout=1"])
         short.start()
         try:
+            self.git_clean(short.mnt / "increpo", genv)
             roots = {"sandboxfs": self.mws, "sshfs": short.mnt}
-            out = sh(["git", "status", "--porcelain"], cwd=short.mnt / "increpo", env=genv)
-            assert out.strip() == "", out[:500]
-
-            def status(name):
-                def fn(rep):
-                    return timed_sh(["git", "status", "--porcelain"],
-                                    cwd=roots[name] / "increpo", env=genv)
-                return fn
-
-            s = self.measure([(k, status(k)) for k in roots])
+            s = self.measure(self.git_status_variants(roots, "increpo", genv))
             self.row(f"git status ({nfiles} files), sshfs keeping names and attributes 1 s",
                      s, "s", note="sshfs -o dcache_timeout=1 (its default is 20 s): "
                      "the 1 s sandboxfs keeps a listing (-o listing_ttl)")
@@ -1287,18 +1286,11 @@ class Bench:
         # git status in the whole tree, committed on each side's own disk
         self.committed_tree(disks, tarball, "increpo", genv)
         self.ctl()
-        for k, root in roots.items():  # the index was written on another disk
-            out = sh(["git", "status", "--porcelain"], cwd=root / "increpo", env=genv)
-            assert out.strip() == "", out[:500]
-
-        def status(name):
-            def fn(rep):
-                return timed_sh(["git", "status", "--porcelain"], cwd=roots[name] / "increpo",
-                                env=genv)
-            return fn
+        for root in roots.values():  # the index was written on another disk
+            self.git_clean(root / "increpo", genv)
 
         self.hwm_reset()
-        s = self.measure([(k, status(k)) for k in roots])
+        s = self.measure(self.git_status_variants(roots, "increpo", genv))
         self.row(f"git status ({nfiles} files of /usr/include)", s, "s", rss=self.hwm_mib())
         if self.ssh:
             self.status_short_cache(nfiles, genv)
